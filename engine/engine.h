@@ -1,0 +1,203 @@
+#pragma once
+
+// Engine: a dependency engine. Ops declare the vars they read (const vars) and
+// write (mutable vars); the engine runs each op as soon as every earlier op
+// that conflicts with it has finished.
+//
+// State model. A var is an opaque handle to a versioned piece of state the
+// engine knows nothing else about. Two ops conflict when they name a common
+// var and at least one of them writes it; conflicting ops run in push order,
+// reads between two writes may run concurrently. A var named twice, or both
+// read and written by one op, is normalized to one access (a write wins).
+// Each finished write bumps the var's version.
+//
+// Errors. An op fails when its function throws or passes an error to
+// on_complete. Its mutable vars then carry that error; a later op that names
+// a var carrying an error (as a read or a write, since writes are often
+// read-modify-write) is skipped unless it is kNoSkip, and passes the error on
+// to its own mutable vars. WaitForVar rethrows a var's error once and clears
+// it; WaitForAll rethrows the first error of any op since the last
+// WaitForAll. The engine stays usable after any error.
+//
+// Thread safety: thread-safe. Any thread may push and wait, concurrently;
+// ops may push from inside their functions, but may not wait.
+//
+// Memory ordering: what an op wrote before calling on_complete() happens
+// before the start of every later op that conflicts with it, and before
+// WaitForVar/WaitForAll return in the waiting thread.
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "engine/context.h"
+#include "engine/engine_options.h"
+
+namespace ember::engine {
+
+namespace internal {
+struct OprBlock;
+class Operator;
+}  // namespace internal
+
+// VarHandle: names one var of one engine. Copyable; a default-constructed
+// handle names no var. A handle goes stale when its var is deleted; using a
+// stale handle, or one from another engine, raises InvalidArgument.
+class VarHandle {
+ public:
+  constexpr VarHandle() = default;
+  static constexpr VarHandle FromBits(uint64_t bits) { return VarHandle(bits); }
+  [[nodiscard]] constexpr uint64_t bits() const { return bits_; }
+  [[nodiscard]] constexpr bool is_null() const { return bits_ == 0; }
+  friend constexpr bool operator==(VarHandle, VarHandle) = default;
+
+ private:
+  constexpr explicit VarHandle(uint64_t bits) : bits_(bits) {}
+  uint64_t bits_ = 0;
+};
+
+// VarList: a borrowed list of vars for one push; it only needs to live until
+// the push returns. Built from a braced list, a vector or a span.
+class VarList {
+ public:
+  VarList() = default;
+  VarList(std::initializer_list<VarHandle> vars) : vars_(vars.begin(), vars.size()) {}
+  VarList(const std::vector<VarHandle>& vars) : vars_(vars) {}  // NOLINT: implicit by design
+  VarList(std::span<const VarHandle> vars) : vars_(vars) {}     // NOLINT: implicit by design
+  [[nodiscard]] std::span<const VarHandle> span() const { return vars_; }
+
+ private:
+  std::span<const VarHandle> vars_;
+};
+
+// OnStart: called by an async op before it touches its vars' data (on the GPU
+// this is where the op's stream waits for its inputs). Calling it more than
+// once is harmless. Copyable; copies may be called from any thread.
+class OnStart {
+ public:
+  OnStart(const OnStart& other);
+  OnStart(OnStart&& other) noexcept;
+  OnStart& operator=(OnStart other) noexcept;
+  ~OnStart();
+  void operator()() const;
+
+ private:
+  friend struct internal::OprBlock;
+  explicit OnStart(internal::OprBlock* block);
+  internal::OprBlock* block_;
+};
+
+// OnComplete: called exactly once by an async op when it is done, with the
+// error it failed with or null. A second call throws UsageError. Copyable;
+// the op may hand it to another thread and call it there.
+class OnComplete {
+ public:
+  OnComplete(const OnComplete& other);
+  OnComplete(OnComplete&& other) noexcept;
+  OnComplete& operator=(OnComplete other) noexcept;
+  ~OnComplete();
+  void operator()(std::exception_ptr error = nullptr) const;
+
+ private:
+  friend struct internal::OprBlock;
+  explicit OnComplete(internal::OprBlock* block);
+  internal::OprBlock* block_;
+};
+
+using AsyncFn = std::function<void(RunContext, OnStart, OnComplete)>;
+using SyncFn = std::function<void(RunContext)>;
+
+// OpAttrs: how to run an op. The name is copied; it shows in errors, logs
+// and profiles.
+struct OpAttrs {
+  Context ctx = Context::CPU();
+  FnProperty prop = FnProperty::kNormal;
+  int priority = 0;  // higher runs first among ready ops of a priority pool
+  std::string_view name = {};
+};
+
+// OprHandle: a pre-built op (NewOperator) that can be pushed many times.
+using OprHandle = internal::Operator*;
+
+class Engine {
+ public:
+  Engine() = default;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Finishes every pushed op (errors are logged, not thrown), then stops the
+  // workers. REQUIRES: not called from one of this engine's ops.
+  virtual ~Engine() = default;
+
+  // The process-wide engine, made on first use from EngineOptions::FromEnv().
+  // It is drained and stopped at exit. In a child process after fork() the
+  // first call makes a fresh engine for the child. Throws InvalidArgument
+  // for a bad ENGINE_TYPE.
+  static Engine& Get();
+
+  // A new var. Never blocks.
+  [[nodiscard]] virtual VarHandle NewVariable() = 0;
+
+  // Deletes `var` once every op pushed before on it has finished, running
+  // `on_delete` (e.g. to free the var's storage) at that point on `ctx`. The
+  // handle is stale from this call on. Throws InvalidArgument for a stale var.
+  virtual void DeleteVariable(VarHandle var, SyncFn on_delete = {},
+                              Context ctx = Context::CPU()) = 0;
+
+  // Pushes an async op: `fn` runs once its dependencies allow and must call
+  // on_start() before touching data and on_complete() exactly once. Blocks
+  // only while max_in_flight ops are pending, and never on an engine worker.
+  // Throws InvalidArgument for a stale or foreign var, Unavailable for a
+  // context this engine has no workers for.
+  virtual void PushAsync(AsyncFn fn, VarList const_vars, VarList mutable_vars,
+                         const OpAttrs& attrs = {}) = 0;
+
+  // Pushes a sync op, wrapped into the async form; an exception thrown by
+  // `fn` is the op's error. With a bulk size above 1, consecutive kNormal
+  // sync ops of one context pushed by one thread are merged into one op.
+  virtual void PushSync(SyncFn fn, VarList const_vars, VarList mutable_vars,
+                        const OpAttrs& attrs = {}) = 0;
+
+  // An op that can be pushed many times; its vars are validated once here.
+  // The engine owns it until DeleteOperator. Throws like PushAsync.
+  [[nodiscard]] virtual OprHandle NewOperator(AsyncFn fn, VarList const_vars, VarList mutable_vars,
+                                              const OpAttrs& attrs = {}) = 0;
+  // Pushes `op` to run on `ctx` with `priority`. REQUIRES: op not deleted.
+  virtual void Push(OprHandle op, Context ctx, int priority = 0) = 0;
+  // Releases `op`; pushes already made still run. The handle is invalid after.
+  virtual void DeleteOperator(OprHandle op) = 0;
+
+  // Blocks until every op pushed before on `var` that writes it has finished,
+  // then rethrows (once) the error `var` carries. Throws UsageError from
+  // inside an op.
+  virtual void WaitForVar(VarHandle var) = 0;
+
+  // Blocks until every op pushed before has finished; rethrows the first
+  // error since the last WaitForAll. Throws UsageError from inside an op.
+  virtual void WaitForAll() = 0;
+
+  // Rethrows (once) the error `var` carries now, if any, without waiting.
+  virtual void Throw(VarHandle var) = 0;
+
+  // Sets the calling thread's bulk size for PushSync (0 or 1: no bulking)
+  // and returns the previous one. Flushes the thread's open bulk.
+  virtual int SetBulkSize(int size) = 0;
+
+  // The number of writes of `var` that have finished.
+  [[nodiscard]] virtual uint64_t VarVersion(VarHandle var) const = 0;
+
+  [[nodiscard]] virtual const EngineOptions& options() const = 0;
+  // The engine's ENGINE_TYPE name, e.g. "ThreadedEnginePerDeviceAsync".
+  [[nodiscard]] virtual std::string_view name() const = 0;
+};
+
+// A new engine of the given type and options. Throws InvalidArgument for bad
+// options. The caller owns the engine; destroy it before the vars' users go.
+std::unique_ptr<Engine> CreateEngine(const EngineOptions& options);
+
+}  // namespace ember::engine

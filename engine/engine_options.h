@@ -1,0 +1,54 @@
+#pragma once
+
+// EngineType names the engines; EngineOptions holds every knob an engine
+// takes. Options are plain values: the library reads the environment in one
+// place only, EngineOptions::FromEnv(), whose variables are listed (with
+// defaults) in docs/configuration.md.
+//
+// Thread safety: plain values.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ember::engine {
+
+enum class EngineType {
+  kNaive,              // NaiveEngine: every op runs synchronously on the pusher
+  kThreaded,           // ThreadedEngine: one shared worker pool
+  kThreadedPerDevice,  // ThreadedEnginePerDevice: per-device pools (default)
+};
+
+// The canonical name, e.g. "ThreadedEnginePerDevice".
+std::string_view ToString(EngineType type);
+
+struct EngineOptions {
+  EngineType type = EngineType::kThreadedPerDevice;
+  // The "...Async" engines: GPU dependencies through CUDA events instead of a
+  // host sync after each GPU op. Parsed and kept; acted on by the GPU workers.
+  bool async_gpu = false;
+
+  int cpu_workers = 1;           // ThreadedEnginePerDevice: normal CPU workers
+  int cpu_priority_workers = 2;  // ThreadedEnginePerDevice: CPU priority workers
+  int pool_workers = 2;          // ThreadedEngine: workers of the shared pool
+  // Bound on pushed-but-unfinished ops. A thread that is not an engine worker
+  // blocks in Push* while this many are in flight; workers never block.
+  int max_in_flight = 1 << 16;
+  int bulk_size = 0;  // default per-thread bulk size of PushSync (0: off)
+
+  // Options from the environment (ENGINE_TYPE, EMBER_*), defaults elsewhere.
+  // Throws InvalidArgument naming the variable for an unknown engine name or
+  // a value that is not a number in range.
+  static EngineOptions FromEnv();
+};
+
+// Parses an engine name: "NaiveEngine", "ThreadedEngine",
+// "ThreadedEnginePerDevice", each optionally with the suffix "Async".
+// Throws InvalidArgument listing the valid names.
+EngineOptions ParseEngineType(std::string_view name, EngineOptions base = {});
+
+// Every valid ENGINE_TYPE value, in a stable order.
+std::vector<std::string> EngineTypeNames();
+
+}  // namespace ember::engine

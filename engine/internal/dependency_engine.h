@@ -1,0 +1,102 @@
+#pragma once
+
+// DependencyEngine: the one implementation of Engine. It tracks every var's
+// readers and writers (Var) and hands ops whose dependencies are met to an
+// Executor, which is what distinguishes NaiveEngine, ThreadedEngine and
+// ThreadedEnginePerDevice.
+//
+// Life of an op: Push* validates and normalizes its vars, counts it in
+// pending_ (blocking past max_in_flight unless called by a worker or an op),
+// and queues it on its vars under two-phase locking (see var.h). The thread
+// that grants its last var dispatches it. Execute runs it, or skips it when
+// an input carries an error; OnComplete releases its vars, which dispatches
+// the ops they were holding back.
+//
+// Thread safety: thread-safe (see engine.h).
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "engine/engine.h"
+#include "engine/internal/executors.h"
+#include "engine/internal/mutex.h"
+#include "engine/internal/opr_block.h"
+#include "engine/internal/var_table.h"
+
+namespace ember::engine::internal {
+
+class DependencyEngine final : public Engine {
+ public:
+  explicit DependencyEngine(const EngineOptions& options);
+  ~DependencyEngine() override;
+
+  VarHandle NewVariable() override;
+  void DeleteVariable(VarHandle var, SyncFn on_delete, Context ctx) override;
+  void PushAsync(AsyncFn fn, VarList const_vars, VarList mutable_vars,
+                 const OpAttrs& attrs) override;
+  void PushSync(SyncFn fn, VarList const_vars, VarList mutable_vars, const OpAttrs& attrs) override;
+  OprHandle NewOperator(AsyncFn fn, VarList const_vars, VarList mutable_vars,
+                        const OpAttrs& attrs) override;
+  void Push(OprHandle op, Context ctx, int priority) override;
+  void DeleteOperator(OprHandle op) override;
+  void WaitForVar(VarHandle var) override;
+  void WaitForAll() override;
+  void Throw(VarHandle var) override;
+  int SetBulkSize(int size) override;
+  uint64_t VarVersion(VarHandle var) const override;
+  const EngineOptions& options() const override { return options_; }
+  std::string_view name() const override { return name_; }
+
+  // Called through OnStart / OnComplete.
+  void OnOpStart(OprBlock* block);
+  void OnOpComplete(OprBlock* block, std::exception_ptr error);
+
+ private:
+  friend class Bulk;
+
+  // Entry checks of every public call: not a forked child; `in_op_ok` false
+  // also refuses calls from inside an op (waits).
+  void CheckUsable(std::string_view where, bool in_op_ok = true) const;
+  Var* Resolve(VarHandle handle, std::string_view where) const;
+  VarAccessList Normalize(VarList const_vars, VarList mutable_vars, std::string_view where,
+                          std::string_view op_name) const;
+
+  // Counts, queues and (when ready) dispatches a new block. Takes ownership.
+  void Submit(std::unique_ptr<OprBlock> block, std::string_view where);
+  void EnqueueOnVars(OprBlock* block, std::string_view where);
+  void Dispatch(const ReadyList& ready);
+  void Execute(OprBlock* block);
+  void ReleaseVars(OprBlock* block, const std::exception_ptr& error);
+
+  void AdmitOne();   // pending_ += 1, blocking past the in-flight bound
+  void FinishOne();  // pending_ -= 1, waking waiters at the thresholds
+  void WaitUntilIdle();
+  void RecordError(const std::exception_ptr& error);
+  void ForgetError(const std::exception_ptr& error);
+  void PushAsyncUnchecked(AsyncFn fn, VarList const_vars, VarList mutable_vars,
+                          const OpAttrs& attrs, std::string_view where);
+  void FlushBulk();
+
+  const EngineOptions options_;
+  const std::string name_;
+  const uint64_t fork_generation_;
+  const uint64_t id_;
+  const int64_t low_water_;  // pushers blocked on the bound resume here
+  VarTable vars_;
+  std::unique_ptr<Executor> executor_;
+
+  std::atomic<int64_t> pending_{0};
+  std::atomic<int> all_waiters_{0};
+  std::atomic<int> bound_waiters_{0};
+  std::atomic<uint64_t> next_seq_{0};
+  Mutex wait_mu_;
+  CondVar wait_cv_;
+
+  Mutex error_mu_;
+  std::exception_ptr first_error_ ABSL_GUARDED_BY(error_mu_);
+};
+
+}  // namespace ember::engine::internal

@@ -1,0 +1,69 @@
+#include "engine/internal/task_queue.h"
+
+#include <concurrentqueue/blockingconcurrentqueue.h>
+
+#include "engine/internal/opr_block.h"
+
+namespace ember::engine::internal {
+namespace {
+
+class FifoQueue final : public TaskQueue {
+ public:
+  void Push(OprBlock* block) override { queue_.enqueue(block); }
+  OprBlock* Pop() override {
+    OprBlock* block = nullptr;
+    queue_.wait_dequeue(block);
+    return block;
+  }
+  // A null entry per consumer: each worker exits on the first it takes.
+  void Close(int consumers) override {
+    for (int i = 0; i < consumers; ++i) queue_.enqueue(nullptr);
+  }
+
+ private:
+  moodycamel::BlockingConcurrentQueue<OprBlock*> queue_;
+};
+
+class PriorityQueue final : public TaskQueue {
+ public:
+  void Push(OprBlock* block) override {
+    MutexLock lock(&mu_);
+    heap_.push(block);
+    cv_.Signal();
+  }
+  OprBlock* Pop() override {
+    MutexLock lock(&mu_);
+    while (heap_.empty() && closing_ == 0) cv_.Wait(&mu_);
+    if (!heap_.empty()) {
+      OprBlock* block = heap_.top();
+      heap_.pop();
+      return block;
+    }
+    --closing_;
+    return nullptr;
+  }
+  void Close(int consumers) override {
+    MutexLock lock(&mu_);
+    closing_ += consumers;
+    cv_.SignalAll();
+  }
+
+ private:
+  struct Lower {
+    bool operator()(const OprBlock* a, const OprBlock* b) const {
+      if (a->priority != b->priority) return a->priority < b->priority;
+      return a->seq > b->seq;
+    }
+  };
+  Mutex mu_;
+  CondVar cv_;
+  std::priority_queue<OprBlock*, std::vector<OprBlock*>, Lower> heap_ ABSL_GUARDED_BY(mu_);
+  int closing_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<TaskQueue> MakeFifoQueue() { return std::make_unique<FifoQueue>(); }
+std::unique_ptr<TaskQueue> MakePriorityQueue() { return std::make_unique<PriorityQueue>(); }
+
+}  // namespace ember::engine::internal

@@ -1,0 +1,91 @@
+#include "engine/internal/var_table.h"
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+
+namespace ember::engine::internal {
+namespace {
+
+constexpr uint64_t kIndexMask = (1u << 24) - 1;
+constexpr uint64_t kGenerationMask = (1u << 24) - 1;
+
+uint32_t IndexOf(VarHandle h) { return static_cast<uint32_t>(h.bits() & kIndexMask); }
+uint32_t GenerationOf(VarHandle h) {
+  return static_cast<uint32_t>((h.bits() >> 24) & kGenerationMask);
+}
+uint16_t TagOf(VarHandle h) { return static_cast<uint16_t>(h.bits() >> 48); }
+
+}  // namespace
+
+VarTable::VarTable(uint16_t tag) : tag_(tag) {}
+
+VarTable::~VarTable() {
+  for (auto& chunk : chunks_) delete[] chunk.load(std::memory_order_relaxed);
+}
+
+Var* VarTable::SlotAt(uint32_t index) const {
+  Var* chunk = chunks_[index >> kChunkBits].load(std::memory_order_acquire);
+  return chunk == nullptr ? nullptr : &chunk[index & (kChunkSize - 1)];
+}
+
+VarHandle VarTable::HandleFor(uint32_t index, uint32_t generation) const {
+  return VarHandle::FromBits(uint64_t{tag_} << 48 | (generation & kGenerationMask) << 24 | index);
+}
+
+VarHandle VarTable::New() {
+  MutexLock lock(&mu_);
+  uint32_t index;
+  if (!free_.empty()) {
+    index = free_.back();
+    free_.pop_back();
+  } else {
+    if (next_index_ == kMaxChunks * kChunkSize) {
+      throw Error(fmt::format(
+          "[Engine::NewVariable] all {} var slots are live; delete vars that are no longer used",
+          next_index_));
+    }
+    index = next_index_++;
+    if ((index & (kChunkSize - 1)) == 0) {
+      auto* chunk = new Var[kChunkSize];
+      for (uint32_t i = 0; i < kChunkSize; ++i) chunk[i].set_slot(index + i);
+      chunks_[index >> kChunkBits].store(chunk, std::memory_order_release);
+    }
+  }
+  return HandleFor(index, SlotAt(index)->generation());
+}
+
+VarTable::Lookup VarTable::Find(VarHandle handle, Var** var) const {
+  if (handle.is_null()) return Lookup::kNull;
+  if (TagOf(handle) != tag_) return Lookup::kForeign;
+  Var* slot = SlotAt(IndexOf(handle));
+  if (slot == nullptr) return Lookup::kForeign;
+  *var = slot;
+  return IsCurrent(handle, *slot) ? Lookup::kOk : Lookup::kStale;
+}
+
+bool VarTable::IsCurrent(VarHandle handle, const Var& var) {
+  return (var.generation() & kGenerationMask) == GenerationOf(handle);
+}
+
+void VarTable::Recycle(Var* var) {
+  var->ResetForReuse();
+  MutexLock lock(&mu_);
+  free_.push_back(var->slot());
+}
+
+const char* VarTable::Describe(Lookup lookup) {
+  switch (lookup) {
+    case Lookup::kOk:
+      return "is valid";
+    case Lookup::kNull:
+      return "is a null handle (never made by NewVariable)";
+    case Lookup::kForeign:
+      return "belongs to another engine (or was never made by NewVariable)";
+    case Lookup::kStale:
+      return "is stale: its var was deleted";
+  }
+  return "is invalid";
+}
+
+}  // namespace ember::engine::internal

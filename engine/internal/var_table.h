@@ -1,0 +1,66 @@
+#pragma once
+
+// VarTable: the vars of one engine, named by handles that carry a slot index,
+// the slot's generation and the engine's tag:
+//
+//   bits 63..48: engine tag (never 0)   47..24: generation   23..0: slot
+//
+// Slots live in fixed chunks that are never freed while the engine lives, so
+// resolving a stale handle reads valid memory and is refused by the
+// generation check instead of touching a freed var. A deleted var's slot is
+// reused with the next generation.
+//
+// Thread safety: thread-safe.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/internal/mutex.h"
+#include "engine/internal/var.h"
+
+namespace ember::engine::internal {
+
+class VarTable {
+ public:
+  enum class Lookup { kOk, kNull, kForeign, kStale };
+
+  explicit VarTable(uint16_t tag);
+  ~VarTable();
+  VarTable(const VarTable&) = delete;
+  VarTable& operator=(const VarTable&) = delete;
+
+  // A fresh var. Throws Error when every one of the 2^24 slots is live.
+  VarHandle New();
+
+  // Finds the var a handle names; `*var` is set for kOk and kStale.
+  Lookup Find(VarHandle handle, Var** var) const;
+
+  // True while `handle` still names `var` (not deleted since).
+  [[nodiscard]] static bool IsCurrent(VarHandle handle, const Var& var);
+
+  // Returns a deleted var's slot for reuse. REQUIRES: no op refers to it.
+  void Recycle(Var* var);
+
+  // Explains a failed lookup, e.g. "is stale: its var was deleted".
+  [[nodiscard]] static const char* Describe(Lookup lookup);
+
+ private:
+  static constexpr int kChunkBits = 12;
+  static constexpr uint32_t kChunkSize = 1u << kChunkBits;
+  static constexpr uint32_t kMaxChunks = (1u << 24) / kChunkSize;
+
+  [[nodiscard]] Var* SlotAt(uint32_t index) const;
+  VarHandle HandleFor(uint32_t index, uint32_t generation) const;
+
+  const uint16_t tag_;
+  std::array<std::atomic<Var*>, kMaxChunks> chunks_{};
+  Mutex mu_;
+  std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
+  uint32_t next_index_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ember::engine::internal

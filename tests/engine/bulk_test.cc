@@ -1,0 +1,78 @@
+// Bulk execution of PushSync: consecutive sync ops of one thread merge into
+// one engine op, with the same results and error semantics.
+
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/engine/engine_cases.h"
+
+namespace ember::engine::testing {
+namespace {
+
+using BulkTest = EngineTest;
+
+TEST_P(BulkTest, SetBulkSizeReturnsThePreviousSize) {
+  EXPECT_EQ(engine().SetBulkSize(16), 0);
+  EXPECT_EQ(engine().SetBulkSize(4), 16);
+  EXPECT_EQ(engine().SetBulkSize(0), 4);
+}
+
+TEST_P(BulkTest, BulkedOpsRunInOrderAsFewerEngineOps) {
+  VarHandle v = engine().NewVariable();
+  engine().SetBulkSize(16);
+  std::vector<int> order;
+  for (int i = 0; i < 64; ++i) engine().PushSync([&order, i](RunContext) { order.push_back(i); }, {}, {v});
+  engine().WaitForVar(v);
+  engine().SetBulkSize(0);
+  ASSERT_EQ(order.size(), 64u);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_EQ(engine().VarVersion(v), 4u) << "64 ops in bulks of 16 are 4 writes";
+}
+
+TEST_P(BulkTest, BulkOfDependentOpsMatchesSerial) {
+  std::vector<VarHandle> vars;
+  std::vector<long> data(8, 1), expected(8, 1);
+  for (int i = 0; i < 8; ++i) vars.push_back(engine().NewVariable());
+  engine().SetBulkSize(7);
+  for (int i = 0; i < 500; ++i) {
+    const int in = (i * 5) % 8, out = (i * 3 + 1) % 8;
+    expected[out] = expected[out] * 3 + expected[in] + i;
+    engine().PushSync([&data, in, out, i](RunContext) { data[out] = data[out] * 3 + data[in] + i; },
+                      {vars[in]}, {vars[out]});
+  }
+  engine().WaitForAll();
+  engine().SetBulkSize(0);
+  EXPECT_EQ(data, expected);
+}
+
+TEST_P(BulkTest, FirstThrowingOpFailsTheBulk) {
+  VarHandle v = engine().NewVariable();
+  engine().SetBulkSize(4);
+  int ran = 0;
+  engine().PushSync([&](RunContext) { ++ran; }, {}, {v});
+  engine().PushSync([](RunContext) { throw std::runtime_error("second"); }, {}, {v});
+  engine().PushSync([&](RunContext) { ++ran; }, {}, {v});
+  EXPECT_THROW(engine().WaitForVar(v), std::runtime_error);
+  engine().SetBulkSize(0);
+  EXPECT_EQ(ran, 1);
+}
+
+TEST_P(BulkTest, ThreadExitFlushesItsBulk) {
+  VarHandle v = engine().NewVariable();
+  int ran = 0;
+  std::thread pusher([&] {
+    engine().SetBulkSize(16);
+    for (int i = 0; i < 3; ++i) engine().PushSync([&ran](RunContext) { ++ran; }, {}, {v});
+  });
+  pusher.join();
+  engine().WaitForAll();
+  EXPECT_EQ(ran, 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllEngines, BulkTest, ::testing::ValuesIn(AllEngineCases()), CaseName);
+
+}  // namespace
+}  // namespace ember::engine::testing

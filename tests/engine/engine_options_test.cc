@@ -1,0 +1,93 @@
+// EngineOptions::FromEnv and engine names: the environment is read in one
+// place, every knob is parsed, and bad values say which variable is wrong.
+
+#include "engine/engine_options.h"
+
+#include <cstdlib>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+#include "engine/error.h"
+
+namespace ember::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Sets environment variables for one test and restores them after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_.empty()) {
+      unsetenv(name_);
+    } else {
+      setenv(name_, old_.c_str(), 1);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+};
+
+TEST(EngineOptionsTest, EveryNameParses) {
+  for (const std::string& name : EngineTypeNames()) {
+    const EngineOptions options = ParseEngineType(name);
+    EXPECT_EQ(std::string(ToString(options.type)) + (options.async_gpu ? "Async" : ""), name);
+    EXPECT_EQ(CreateEngine(options)->name(), name);
+  }
+}
+
+TEST(EngineOptionsTest, UnknownEngineTypeListsTheValidNames) {
+  ScopedEnv env("ENGINE_TYPE", "ThreadedEnginePerDevic");
+  try {
+    (void)EngineOptions::FromEnv();
+    FAIL() << "no exception";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("ENGINE_TYPE"));
+    EXPECT_THAT(e.what(), HasSubstr("unknown engine type 'ThreadedEnginePerDevic'"));
+    for (const std::string& name : EngineTypeNames()) EXPECT_THAT(e.what(), HasSubstr(name));
+  }
+}
+
+TEST(EngineOptionsTest, KnobsComeFromTheEnvironment) {
+  ScopedEnv type("ENGINE_TYPE", "ThreadedEngineAsync");
+  ScopedEnv cpu("EMBER_CPU_WORKER_NTHREADS", "3");
+  ScopedEnv prio("EMBER_CPU_PRIORITY_NTHREADS", "5");
+  ScopedEnv pool("EMBER_NUM_WORKER_THREADS", "7");
+  ScopedEnv bound("EMBER_ENGINE_MAX_INFLIGHT", "1000");
+  ScopedEnv bulk("EMBER_ENGINE_BULK_SIZE", "16");
+  const EngineOptions options = EngineOptions::FromEnv();
+  EXPECT_EQ(options.type, EngineType::kThreaded);
+  EXPECT_TRUE(options.async_gpu);
+  EXPECT_EQ(options.cpu_workers, 3);
+  EXPECT_EQ(options.cpu_priority_workers, 5);
+  EXPECT_EQ(options.pool_workers, 7);
+  EXPECT_EQ(options.max_in_flight, 1000);
+  EXPECT_EQ(options.bulk_size, 16);
+}
+
+TEST(EngineOptionsTest, DefaultIsThreadedEnginePerDevice) {
+  ScopedEnv env("ENGINE_TYPE", "");
+  EXPECT_EQ(EngineOptions::FromEnv().type, EngineType::kThreadedPerDevice);
+}
+
+TEST(EngineOptionsTest, BadNumberNamesTheVariable) {
+  ScopedEnv env("EMBER_CPU_WORKER_NTHREADS", "two");
+  try {
+    (void)EngineOptions::FromEnv();
+    FAIL() << "no exception";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("EMBER_CPU_WORKER_NTHREADS='two'"));
+  }
+}
+
+}  // namespace
+}  // namespace ember::engine

@@ -1,0 +1,78 @@
+// The in-flight bound: a pushing thread blocks while max_in_flight ops are
+// pending; pushes from engine workers and from inside ops never block.
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "engine/internal/mutex.h"
+#include "tests/engine/engine_cases.h"
+
+namespace ember::engine::testing {
+namespace {
+
+using internal::Notification;
+
+class InFlightBoundTest : public ::testing::TestWithParam<EngineCase> {
+ protected:
+  void SetUp() override {
+    if (GetParam().type == EngineType::kNaive) GTEST_SKIP() << "NaiveEngine runs each push at once";
+    EngineOptions options = OptionsFor(GetParam());
+    options.max_in_flight = kBound;
+    engine_ = CreateEngine(options);
+  }
+
+  // Pushes an op on `v` that holds it until `release` is notified.
+  void PushBlocker(VarHandle v, Notification* release) {
+    engine_->PushSync([release](RunContext) { release->WaitForNotification(); }, {}, {v},
+                      {.name = "blocker"});
+  }
+
+  static constexpr int kBound = 8;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_P(InFlightBoundTest, PusherBlocksPastTheBound) {
+  VarHandle v = engine_->NewVariable();
+  Notification release;
+  PushBlocker(v, &release);
+  std::atomic<int> pushed{0};
+  std::atomic<int> ran{0};
+  std::thread pusher([&] {
+    for (int i = 0; i < 50; ++i) {
+      engine_->PushSync([&ran](RunContext) { ++ran; }, {}, {v});
+      ++pushed;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_LE(pushed.load(), kBound) << "pushes went past the in-flight bound";
+  EXPECT_GE(pushed.load(), kBound - 1) << "pushes blocked below the bound";
+  release.Notify();
+  pusher.join();
+  engine_->WaitForAll();
+  EXPECT_EQ(ran.load(), 50);
+}
+
+TEST_P(InFlightBoundTest, PushesFromInsideOpsNeverBlock) {
+  VarHandle v = engine_->NewVariable();
+  std::atomic<int> ran{0};
+  // Every inner op writes v, which the fan-out op holds: all stay pending
+  // until it returns, far past the bound.
+  engine_->PushSync(
+      [&](RunContext) {
+        for (int i = 0; i < 10 * kBound; ++i) {
+          engine_->PushSync([&ran](RunContext) { ++ran; }, {}, {v});
+        }
+      },
+      {}, {v}, {.name = "fan-out"});
+  engine_->WaitForAll();
+  EXPECT_EQ(ran.load(), 10 * kBound);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllEngines, InFlightBoundTest, ::testing::ValuesIn(AllEngineCases()),
+                         CaseName);
+
+}  // namespace
+}  // namespace ember::engine::testing

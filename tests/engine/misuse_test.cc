@@ -1,0 +1,135 @@
+// One test per misuse (CUDASTF's error_checks): each asserts the exception
+// type and that its message says where and what.
+
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "engine/error.h"
+#include "engine/internal/mutex.h"
+#include "tests/engine/engine_cases.h"
+
+namespace ember::engine::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using MisuseTest = EngineTest;
+
+// Runs `call`, expecting exception E whose message contains every fragment.
+template <typename E, typename Fn>
+void ExpectThrowWith(Fn&& call, const std::vector<std::string>& fragments) {
+  try {
+    call();
+    ADD_FAILURE() << "no exception";
+  } catch (const E& e) {
+    for (const auto& fragment : fragments) EXPECT_THAT(e.what(), HasSubstr(fragment));
+  }
+}
+
+TEST_P(MisuseTest, BadVarListsAreRefusedWithWhereAndWhat) {
+  auto other = CreateEngine(EngineOptions{.type = EngineType::kNaive});
+  VarHandle good = engine().NewVariable();
+  VarHandle deleted = engine().NewVariable();
+  engine().DeleteVariable(deleted);
+  const struct {
+    VarHandle var;
+    const char* why;
+  } bad[] = {
+      {VarHandle(), "null handle"},
+      {other->NewVariable(), "another engine"},
+      {deleted, "stale: its var was deleted"},
+      {VarHandle::FromBits(0xdeadbeefcafe), "another engine"},
+  };
+  for (const auto& b : bad) {
+    SCOPED_TRACE(b.why);
+    ExpectThrowWith<InvalidArgument>(
+        [&] { engine().PushSync([](RunContext) {}, {good, b.var}, {}, {.name = "bad"}); },
+        {"[Engine::PushSync] op 'bad'", "const var #1", b.why});
+    ExpectThrowWith<InvalidArgument>(
+        [&] { engine().PushAsync([](RunContext, OnStart, OnComplete) {}, {}, {b.var}, {.name = "bad"}); },
+        {"[Engine::PushAsync] op 'bad'", "mutable var #0", b.why});
+    ExpectThrowWith<InvalidArgument>([&] { engine().WaitForVar(b.var); },
+                                     {"[Engine::WaitForVar]", b.why});
+    ExpectThrowWith<InvalidArgument>([&] { (void)engine().VarVersion(b.var); },
+                                     {"[Engine::VarVersion]", b.why});
+  }
+  engine().WaitForAll();  // nothing bad was queued
+}
+
+TEST_P(MisuseTest, DeletingAVarTwiceIsRefused) {
+  VarHandle v = engine().NewVariable();
+  engine().DeleteVariable(v);
+  ExpectThrowWith<InvalidArgument>([&] { engine().DeleteVariable(v); },
+                                   {"[Engine::DeleteVariable]", "stale"});
+}
+
+TEST_P(MisuseTest, StaleHandleDoesNotReachAReusedSlot) {
+  VarHandle old = engine().NewVariable();
+  engine().DeleteVariable(old);
+  engine().WaitForAll();
+  VarHandle reused = engine().NewVariable();  // likely the same slot
+  EXPECT_NE(old, reused);
+  ExpectThrowWith<InvalidArgument>([&] { engine().WaitForVar(old); }, {"stale"});
+  EXPECT_NO_THROW(engine().WaitForVar(reused));
+}
+
+TEST_P(MisuseTest, WaitingInsideAnOpIsAnError) {
+  VarHandle other = engine().NewVariable();
+  VarHandle out = engine().NewVariable();
+  engine().PushSync([&](RunContext) { engine().WaitForVar(other); }, {}, {out},
+                    {.name = "waiter"});
+  ExpectThrowWith<UsageError>([&] { engine().WaitForVar(out); },
+                              {"[Engine::WaitForVar] called from inside op 'waiter'"});
+  engine().PushSync([&](RunContext) { engine().WaitForAll(); }, {}, {out}, {.name = "waiter2"});
+  ExpectThrowWith<UsageError>([&] { engine().WaitForVar(out); },
+                              {"[Engine::WaitForAll] called from inside op 'waiter2'"});
+}
+
+TEST_P(MisuseTest, CompletingTwiceIsAnError) {
+  VarHandle v = engine().NewVariable();
+  std::string second_call;
+  internal::Notification tried;  // the op runs on after its first done()
+  engine().PushAsync(
+      [&](RunContext, OnStart start, OnComplete done) {
+        start();
+        done();
+        try {
+          done();
+        } catch (const UsageError& e) {
+          second_call = e.what();
+        }
+        tried.Notify();
+      },
+      {}, {v}, {.name = "twice"});
+  tried.WaitForNotification();
+  engine().WaitForAll();
+  EXPECT_THAT(second_call, HasSubstr("[OnComplete] op 'twice' completed twice"));
+}
+
+TEST_P(MisuseTest, GpuContextWithoutGpuIsUnavailable) {
+  VarHandle v = engine().NewVariable();
+  ExpectThrowWith<Unavailable>(
+      [&] { engine().PushSync([](RunContext) {}, {}, {v}, {.ctx = Context::GPU(0), .name = "k"}); },
+      {"[Engine::PushSync] op 'k'", "gpu(0) is not available"});
+}
+
+TEST_P(MisuseTest, EmptyFunctionAndNegativeBulkSizeAreRefused) {
+  ExpectThrowWith<InvalidArgument>([&] { engine().PushSync(SyncFn(), {}, {}, {.name = "e"}); },
+                                   {"op 'e'", "empty function"});
+  ExpectThrowWith<InvalidArgument>([&] { engine().SetBulkSize(-1); },
+                                   {"[Engine::SetBulkSize]", "-1"});
+}
+
+TEST(EngineOptionsMisuse, BadOptionsNameTheField) {
+  EngineOptions options;
+  options.cpu_workers = 0;
+  ExpectThrowWith<InvalidArgument>([&] { (void)CreateEngine(options); },
+                                   {"[CreateEngine]", "cpu_workers = 0"});
+}
+
+INSTANTIATE_TEST_SUITE_P(AllEngines, MisuseTest, ::testing::ValuesIn(AllEngineCases()), CaseName);
+
+}  // namespace
+}  // namespace ember::engine::testing

@@ -1,0 +1,57 @@
+// Priority scheduling: the priority pool runs the highest priority first and
+// keeps push order among equal priorities.
+
+#include "engine/internal/task_queue.h"
+
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+#include "engine/internal/mutex.h"
+#include "engine/internal/opr_block.h"
+
+namespace ember::engine {
+namespace {
+
+TEST(PriorityQueueTest, HighestPriorityFirstThenPushOrder) {
+  auto queue = internal::MakePriorityQueue();
+  auto* op = new internal::Operator(AsyncFn(), {}, OpAttrs{});
+  std::vector<std::unique_ptr<internal::OprBlock>> blocks;
+  const int priorities[] = {0, 5, -3, 5, 0, 9};
+  for (int i = 0; i < 6; ++i) {
+    op->Ref();
+    blocks.push_back(std::make_unique<internal::OprBlock>(nullptr, op, Context::CPU(), priorities[i]));
+    blocks.back()->seq = i;
+    queue->Push(blocks.back().get());
+  }
+  std::vector<uint64_t> order;
+  for (int i = 0; i < 6; ++i) order.push_back(queue->Pop()->seq);
+  EXPECT_EQ(order, (std::vector<uint64_t>{5, 1, 3, 0, 4, 2}));
+  queue->Close(1);
+  EXPECT_EQ(queue->Pop(), nullptr);
+  op->Unref();
+}
+
+TEST(PriorityPoolTest, PrioritizedOpsRunHighestFirst) {
+  EngineOptions options;
+  options.cpu_priority_workers = 1;
+  auto engine = CreateEngine(options);
+  internal::Notification release;
+  VarHandle gate = engine->NewVariable();
+  // Occupy the single priority worker, then queue ops of mixed priorities.
+  engine->PushSync([&](RunContext) { release.WaitForNotification(); }, {}, {gate},
+                   {.prop = FnProperty::kCPUPrioritized, .priority = 100});
+  std::vector<int> order;  // only the single priority worker appends
+  for (int p : {1, 7, 3, 7, -2}) {
+    VarHandle own = engine->NewVariable();
+    engine->PushSync([&order, p](RunContext) { order.push_back(p); }, {}, {own},
+                     {.prop = FnProperty::kCPUPrioritized, .priority = p});
+  }
+  release.Notify();
+  engine->WaitForAll();
+  EXPECT_EQ(order, (std::vector<int>{7, 7, 3, 1, -2}));
+}
+
+}  // namespace
+}  // namespace ember::engine
