@@ -45,7 +45,7 @@ void OnComplete::operator()(std::exception_ptr error) const {
   if (block_ == nullptr) throw UsageError("[OnComplete] called on a moved-from callback");
   if (block_->completed.exchange(true, std::memory_order_acq_rel)) {
     throw UsageError(
-        fmt::format("[OnComplete] op '{}' completed twice: call it exactly once", block_->name()));
+        fmt::format("[OnComplete] op '{}' completed twice: call it exactly once", block_->name));
   }
   block_->engine->OnOpComplete(block_, std::move(error));
 }

@@ -99,7 +99,9 @@ bool Bulk::Append(DependencyEngine* engine, SyncFn& fn, VarList const_vars, VarL
   if (bulk.size <= 1) return false;
   if (!bulk.open.fns.empty() && bulk.open.ctx != attrs.ctx) bulk.FlushOpen();
   engine->executor_->CheckContext(attrs.ctx, "Engine::PushSync", attrs.name);
-  (void)engine->Normalize(const_vars, mutable_vars, "Engine::PushSync", attrs.name);
+  VarLinks checked;  // validates the vars now, so that errors reach this push
+  engine->Normalize(const_vars, mutable_vars, "Engine::PushSync", attrs.name, &checked,
+                    /*check_generation=*/true);
   OpenBulk& open = bulk.open;
   open.ctx = attrs.ctx;
   open.priority = std::max(open.priority, attrs.priority);

@@ -1,6 +1,7 @@
 #include "engine/internal/dependency_engine.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -26,7 +27,9 @@ std::string EngineName(const EngineOptions& options) {
   return fmt::format("{}{}", ToString(options.type), options.async_gpu ? "Async" : "");
 }
 
-bool MustBlockOnBound() {
+// Engine workers and ops never block on the in-flight bound: the ops they
+// would wait for may need them to finish.
+bool MayBlock() {
   const ThreadState& thread = CurrentThread();
   return !thread.is_worker && thread.running_op == nullptr;
 }
@@ -38,8 +41,8 @@ DependencyEngine::DependencyEngine(const EngineOptions& options)
       name_(EngineName(options)),
       fork_generation_(ForkGeneration()),
       id_(NextEngineId()),
-      low_water_(std::max<int64_t>(1, options.max_in_flight * 3 / 4)),
       vars_(static_cast<uint16_t>(id_ % 0xFFFF + 1)),
+      in_flight_(options.max_in_flight),
       executor_(MakeExecutor(options, [this](OprBlock* block) { Execute(block); })) {
   Bulk::Register(this);
   Log().debug("{} started (engine #{})", name_, id_);
@@ -59,7 +62,7 @@ DependencyEngine::~DependencyEngine() {
     Log().error("{}: flushing the bulk at destruction failed: {}", name_, e.what());
   }
   Bulk::Unregister(this);
-  WaitUntilIdle();
+  in_flight_.WaitIdle();
   {
     MutexLock lock(&error_mu_);
     if (first_error_) Log().warn("{} destroyed with an unobserved op error", name_);
@@ -73,15 +76,16 @@ DependencyEngine::~DependencyEngine() {
 void DependencyEngine::CheckUsable(std::string_view where, bool in_op_ok) const {
   if (ForkGeneration() != fork_generation_) {
     throw UsageError(fmt::format(
-        "[{}] this {} was created before fork() and its workers do not exist in the child process; "
-        "create a new engine in the child (Engine::Get() does so for the process-wide one)",
+        "[{}] this {} was created before fork() and its workers do not exist in the child "
+        "process; create a new engine in the child (Engine::Get() does so for the process-wide "
+        "one)",
         where, name_));
   }
   if (!in_op_ok && CurrentThread().running_op != nullptr) {
-    throw UsageError(
-        fmt::format("[{}] called from inside op '{}': waiting inside an op can deadlock; declare "
-                    "the var as an input of the op instead",
-                    where, CurrentThread().running_op->name()));
+    throw UsageError(fmt::format(
+        "[{}] called from inside op '{}': waiting inside an op can deadlock; declare the var as "
+        "an input of the op instead",
+        where, CurrentThread().running_op->name));
   }
 }
 
@@ -95,38 +99,39 @@ Var* DependencyEngine::Resolve(VarHandle handle, std::string_view where) const {
   return var;
 }
 
-VarAccessList DependencyEngine::Normalize(VarList const_vars, VarList mutable_vars,
-                                          std::string_view where, std::string_view op_name) const {
-  VarAccessList vars;
+void DependencyEngine::Normalize(VarList const_vars, VarList mutable_vars, std::string_view where,
+                                 std::string_view op_name, VarLinks* links,
+                                 bool check_generation) const {
+  links->clear();
   auto add = [&](VarList list, Access mode, const char* kind) {
     int position = 0;
     for (VarHandle handle : list.span()) {
       Var* var = nullptr;
-      const VarTable::Lookup found = vars_.Find(handle, &var);
+      const VarTable::Lookup found =
+          check_generation ? vars_.Find(handle, &var) : vars_.Locate(handle, &var);
       if (found != VarTable::Lookup::kOk) {
         throw InvalidArgument(fmt::format("[{}] op '{}': {} var #{} (handle {:#x}) {}", where,
                                           op_name, kind, position, handle.bits(),
                                           VarTable::Describe(found)));
       }
-      vars.push_back({var, mode, handle});
+      links->push_back(VarLink{nullptr, var, nullptr, VarTable::GenerationOf(handle), mode});
       ++position;
     }
   };
   add(const_vars, Access::kRead, "const");
   add(mutable_vars, Access::kWrite, "mutable");
-  // One access per var, sorted by address: the order two-phase locking needs.
-  std::sort(vars.begin(), vars.end(),
-            [](const VarAccess& a, const VarAccess& b) { return a.var < b.var; });
+  std::sort(links->begin(), links->end(),
+            [](const VarLink& a, const VarLink& b) { return a.var < b.var; });
   size_t out = 0;
-  for (size_t i = 0; i < vars.size(); ++i) {
-    if (out > 0 && vars[out - 1].var == vars[i].var) {
-      vars[out - 1].mode = vars[out - 1].mode | vars[i].mode;
+  for (size_t i = 0; i < links->size(); ++i) {
+    VarLink& link = (*links)[i];
+    if (out > 0 && (*links)[out - 1].var == link.var) {
+      (*links)[out - 1].mode = (*links)[out - 1].mode | link.mode;
     } else {
-      vars[out++] = vars[i];
+      (*links)[out++] = link;
     }
   }
-  vars.resize(out);
-  return vars;
+  links->resize(out);
 }
 
 // ---- Pushing ----------------------------------------------------------------
@@ -147,17 +152,24 @@ void DependencyEngine::PushAsyncUnchecked(AsyncFn fn, VarList const_vars, VarLis
                                           const OpAttrs& attrs, std::string_view where) {
   if (!fn) throw InvalidArgument(fmt::format("[{}] op '{}': empty function", where, attrs.name));
   executor_->CheckContext(attrs.ctx, where, attrs.name);
-  auto* op =
-      new Operator(std::move(fn), Normalize(const_vars, mutable_vars, where, attrs.name), attrs);
-  // The block takes over the operator's one reference.
-  Submit(std::make_unique<OprBlock>(this, op, attrs.ctx, attrs.priority), where);
+  auto block = std::make_unique<OprBlock>(this, std::move(fn), VarLinks(), attrs);
+  Normalize(const_vars, mutable_vars, where, attrs.name, &block->links);
+  try {
+    Submit(std::move(block), where);
+  } catch (const InvalidArgument&) {
+    // A stale var, found under its lock: name it by list and position.
+    VarLinks scratch;
+    Normalize(const_vars, mutable_vars, where, attrs.name, &scratch, /*check_generation=*/true);
+    throw;
+  }
 }
 
 void DependencyEngine::PushSync(SyncFn fn, VarList const_vars, VarList mutable_vars,
                                 const OpAttrs& attrs) {
   CheckUsable("Engine::PushSync");
-  if (!fn)
+  if (!fn) {
     throw InvalidArgument(fmt::format("[Engine::PushSync] op '{}': empty function", attrs.name));
+  }
   if (Bulk::Append(this, fn, const_vars, mutable_vars, attrs)) return;
   FlushBulk();
   PushAsyncUnchecked(
@@ -175,8 +187,9 @@ OprHandle DependencyEngine::NewOperator(AsyncFn fn, VarList const_vars, VarList 
   CheckUsable(kWhere);
   if (!fn) throw InvalidArgument(fmt::format("[{}] op '{}': empty function", kWhere, attrs.name));
   executor_->CheckContext(attrs.ctx, kWhere, attrs.name);
-  return new Operator(std::move(fn), Normalize(const_vars, mutable_vars, kWhere, attrs.name),
-                      attrs);
+  VarLinks links;
+  Normalize(const_vars, mutable_vars, kWhere, attrs.name, &links, /*check_generation=*/true);
+  return new Operator(std::move(fn), std::move(links), attrs);
 }
 
 void DependencyEngine::Push(OprHandle op, Context ctx, int priority) {
@@ -212,34 +225,35 @@ void DependencyEngine::DeleteVariable(VarHandle var, SyncFn on_delete, Context c
     if (on_delete) on_delete(rc);
     done();
   };
-  auto* op = new Operator(std::move(fn), VarAccessList{{target, Access::kWrite, var}},
-                          OpAttrs{ctx, FnProperty::kDeleteVar, 0, "DeleteVariable"});
-  auto block = std::make_unique<OprBlock>(this, op, ctx, 0);
+  VarLinks links{VarLink{nullptr, target, nullptr, VarTable::GenerationOf(var), Access::kWrite}};
+  auto block =
+      std::make_unique<OprBlock>(this, std::move(fn), std::move(links),
+                                 OpAttrs{ctx, FnProperty::kDeleteVar, 0, "DeleteVariable"});
   block->deletes_var = true;
   Submit(std::move(block), kWhere);
 }
 
 void DependencyEngine::Submit(std::unique_ptr<OprBlock> block, std::string_view where) {
   block->seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
-  AdmitOne();
+  const bool may_block = MayBlock();
+  in_flight_.Admit(may_block);
   try {
     EnqueueOnVars(block.get(), where);
   } catch (...) {
-    FinishOne();
+    in_flight_.Finish();
     throw;
   }
   OprBlock* submitted = block.release();
-  Notification done;
-  const bool wait_here = executor_->inline_dispatch() && MustBlockOnBound();
-  if (wait_here) submitted->done = &done;
-  ReadyList ready;
-  if (submitted->DecrementWait()) ready.Add(submitted);
-  const bool ran_now = !ready.empty();
-  Dispatch(ready);
   // NaiveEngine: a push returns once its op has finished, even when the op
   // completes from another thread. An op still waiting for its vars (pushed
-  // from a foreign thread while another op holds them) finishes later.
-  if (wait_here && ran_now) done.WaitForNotification();
+  // from another thread while an op holds them) finishes later.
+  std::optional<Notification> done;
+  if (executor_->inline_dispatch() && may_block) submitted->done = &done.emplace();
+  if (!submitted->DecrementWait()) return;
+  ReadyList ready;
+  ready.Add(submitted);
+  Dispatch(ready);
+  if (done) done->WaitForNotification();
 }
 
 // Two-phase locking: every var of the op is locked (in address order) before
@@ -247,40 +261,39 @@ void DependencyEngine::Submit(std::unique_ptr<OprBlock> block, std::string_view 
 // the same relative order on all of them.
 void DependencyEngine::EnqueueOnVars(OprBlock* block,
                                      std::string_view where) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  const VarAccessList& vars = block->op->vars();
-  block->wait.store(static_cast<int>(vars.size()) + 1, std::memory_order_relaxed);
-  for (const VarAccess& access : vars) access.var->mu().Lock();
-  for (const VarAccess& access : vars) {
-    if (!VarTable::IsCurrent(access.handle, *access.var)) {
-      for (const VarAccess& locked : vars) locked.var->mu().Unlock();
-      throw InvalidArgument(fmt::format("[{}] op '{}': var (handle {:#x}) {}", where, block->name(),
-                                        access.handle.bits(),
+  VarLinks& links = block->links;
+  block->wait.store(static_cast<int>(links.size()) + 1, std::memory_order_relaxed);
+  for (const VarLink& link : links) link.var->mu().Lock();
+  for (const VarLink& link : links) {
+    if (!VarTable::IsCurrent(link.generation, *link.var)) {
+      for (const VarLink& locked : links) locked.var->mu().Unlock();
+      throw InvalidArgument(fmt::format("[{}] op '{}': var (slot {}) {}", where, block->name,
+                                        link.var->slot(),
                                         VarTable::Describe(VarTable::Lookup::kStale)));
     }
   }
   ReadyList never_ready;  // the pusher's own count keeps the op from being ready
-  block->links.resize(vars.size());
-  for (size_t i = 0; i < vars.size(); ++i) {
-    block->links[i] = VarLink{block, vars[i].var, vars[i].mode, nullptr};
-    vars[i].var->AppendLocked(&block->links[i], &never_ready);
+  for (VarLink& link : links) {
+    link.block = block;
+    link.var->AppendLocked(&link, &never_ready);
   }
-  if (block->deletes_var) vars.front().var->BumpGenerationLocked();
-  for (const VarAccess& access : vars) access.var->mu().Unlock();
+  if (block->deletes_var) links.front().var->BumpGenerationLocked();
+  for (const VarLink& link : links) link.var->mu().Unlock();
 }
 
 // ---- Running ----------------------------------------------------------------
 
-void DependencyEngine::Dispatch(const ReadyList& ready) {
+void DependencyEngine::Dispatch(const ReadyList& ready, bool continuation) {
   ThreadState& thread = CurrentThread();
   for (OprBlock* block : ready) {
-    const bool run_inline = block->prop() == FnProperty::kAsync && !block->ctx.is_gpu() &&
-                            thread.inline_depth < kMaxInlineDepth;
-    if (run_inline && !executor_->inline_dispatch()) {
+    const bool run_inline = block->prop == FnProperty::kAsync && !block->ctx.is_gpu() &&
+                            thread.inline_depth < kMaxInlineDepth && !executor_->inline_dispatch();
+    if (run_inline) {
       ++thread.inline_depth;
       Execute(block);
       --thread.inline_depth;
     } else {
-      executor_->Dispatch(block);
+      executor_->Dispatch(block, continuation);
     }
   }
 }
@@ -289,22 +302,25 @@ void DependencyEngine::Execute(OprBlock* block) {
   ThreadState& thread = CurrentThread();
   const OprBlock* outer = thread.running_op;
   thread.running_op = block;
-  const bool skip = block->inherited_error() && block->prop() != FnProperty::kNoSkip &&
-                    block->prop() != FnProperty::kDeleteVar;
+  const bool skip = block->inherited_error() && block->prop != FnProperty::kNoSkip &&
+                    block->prop != FnProperty::kDeleteVar;
   if (skip) {
     block->completed.store(true, std::memory_order_relaxed);
     OnOpComplete(block, nullptr);
   } else {
+    // The error is completed outside the handler, so that this thread's hold
+    // on the exception ends before other threads can see it.
+    std::exception_ptr error;
     try {
-      block->op->fn()(RunContext{block->ctx, nullptr, block->name()}, block->MakeOnStart(),
-                      block->MakeOnComplete());
+      block->fn(RunContext{block->ctx, nullptr, block->name}, block->MakeOnStart(),
+                block->MakeOnComplete());
     } catch (...) {
-      if (!block->completed.exchange(true)) {
-        OnOpComplete(block, std::current_exception());
-      } else {
-        Log().error("op '{}' threw after calling on_complete; the exception is dropped",
-                    block->name());
-      }
+      error = std::current_exception();
+    }
+    if (error && !block->completed.exchange(true)) {
+      OnOpComplete(block, std::move(error));
+    } else if (error) {
+      Log().error("op '{}' threw after calling on_complete; the exception is dropped", block->name);
     }
   }
   thread.running_op = outer;
@@ -323,12 +339,17 @@ void DependencyEngine::OnOpComplete(OprBlock* block, std::exception_ptr error) {
     error = block->inherited_error();
   }
   Notification* done = block->done;
-  ReleaseVars(block, error);
-  FinishOne();
+  // An op that completes itself on its worker is at its end (sync ops always
+  // are), so the worker may run what the op made ready next. Ops completed
+  // from another thread never hold their dependents back on that thread.
+  const bool continuation = CurrentThread().running_op == block;
+  ReleaseVars(block, error, continuation);
+  in_flight_.Finish();
   if (done != nullptr) done->Notify();
 }
 
-void DependencyEngine::ReleaseVars(OprBlock* block, const std::exception_ptr& error) {
+void DependencyEngine::ReleaseVars(OprBlock* block, const std::exception_ptr& error,
+                                   bool continuation) {
   ReadyList ready;
   for (VarLink& link : block->links) {
     if (block->deletes_var) {
@@ -339,42 +360,10 @@ void DependencyEngine::ReleaseVars(OprBlock* block, const std::exception_ptr& er
       link.var->CompleteRead(&ready);
     }
   }
-  Dispatch(ready);
+  Dispatch(ready, continuation);
 }
 
-// ---- In-flight accounting and waits -------------------------------------------
-
-void DependencyEngine::AdmitOne() {
-  const int64_t now = pending_.fetch_add(1) + 1;
-  if (now <= options_.max_in_flight || !MustBlockOnBound()) return;
-  bound_waiters_.fetch_add(1);
-  {
-    MutexLock lock(&wait_mu_);
-    while (pending_.load() > low_water_) wait_cv_.Wait(&wait_mu_);
-  }
-  bound_waiters_.fetch_sub(1);
-}
-
-// The waiter counters are read after the decrement and incremented by
-// waiters before they test pending_ (both sequentially consistent), so either
-// the finisher sees the waiter or the waiter sees the new count.
-void DependencyEngine::FinishOne() {
-  const int64_t now = pending_.fetch_sub(1) - 1;
-  const bool wake =
-      (now == 0 && all_waiters_.load() > 0) || (now == low_water_ && bound_waiters_.load() > 0);
-  if (!wake) return;
-  MutexLock lock(&wait_mu_);
-  wait_cv_.SignalAll();
-}
-
-void DependencyEngine::WaitUntilIdle() {
-  all_waiters_.fetch_add(1);
-  {
-    MutexLock lock(&wait_mu_);
-    while (pending_.load() != 0) wait_cv_.Wait(&wait_mu_);
-  }
-  all_waiters_.fetch_sub(1);
-}
+// ---- Errors and waits ---------------------------------------------------------
 
 void DependencyEngine::RecordError(const std::exception_ptr& error) {
   MutexLock lock(&error_mu_);
@@ -413,7 +402,7 @@ void DependencyEngine::WaitForVar(VarHandle handle) {
 void DependencyEngine::WaitForAll() {
   CheckUsable("Engine::WaitForAll", /*in_op_ok=*/false);
   FlushBulk();
-  WaitUntilIdle();
+  in_flight_.WaitIdle();
   std::exception_ptr error;
   {
     MutexLock lock(&error_mu_);

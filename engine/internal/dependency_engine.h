@@ -22,6 +22,7 @@
 
 #include "engine/engine.h"
 #include "engine/internal/executors.h"
+#include "engine/internal/in_flight.h"
 #include "engine/internal/mutex.h"
 #include "engine/internal/opr_block.h"
 #include "engine/internal/var_table.h"
@@ -61,39 +62,36 @@ class DependencyEngine final : public Engine {
   // also refuses calls from inside an op (waits).
   void CheckUsable(std::string_view where, bool in_op_ok = true) const;
   Var* Resolve(VarHandle handle, std::string_view where) const;
-  VarAccessList Normalize(VarList const_vars, VarList mutable_vars, std::string_view where,
-                          std::string_view op_name) const;
+  // Resolves and normalizes an op's vars into `links`: one link per var,
+  // sorted by address, a write wins. Stale handles are caught later, under
+  // the vars' locks, unless `check_generation` is set (the error path sets
+  // it to name the offending var).
+  void Normalize(VarList const_vars, VarList mutable_vars, std::string_view where,
+                 std::string_view op_name, VarLinks* links, bool check_generation = false) const;
 
+  void PushAsyncUnchecked(AsyncFn fn, VarList const_vars, VarList mutable_vars,
+                          const OpAttrs& attrs, std::string_view where);
   // Counts, queues and (when ready) dispatches a new block. Takes ownership.
   void Submit(std::unique_ptr<OprBlock> block, std::string_view where);
   void EnqueueOnVars(OprBlock* block, std::string_view where);
-  void Dispatch(const ReadyList& ready);
+  // Hands ready ops to the executor; `continuation` when the calling thread
+  // made them ready by finishing the op it runs.
+  void Dispatch(const ReadyList& ready, bool continuation = false);
   void Execute(OprBlock* block);
-  void ReleaseVars(OprBlock* block, const std::exception_ptr& error);
+  void ReleaseVars(OprBlock* block, const std::exception_ptr& error, bool continuation);
 
-  void AdmitOne();   // pending_ += 1, blocking past the in-flight bound
-  void FinishOne();  // pending_ -= 1, waking waiters at the thresholds
-  void WaitUntilIdle();
   void RecordError(const std::exception_ptr& error);
   void ForgetError(const std::exception_ptr& error);
-  void PushAsyncUnchecked(AsyncFn fn, VarList const_vars, VarList mutable_vars,
-                          const OpAttrs& attrs, std::string_view where);
   void FlushBulk();
 
   const EngineOptions options_;
   const std::string name_;
   const uint64_t fork_generation_;
   const uint64_t id_;
-  const int64_t low_water_;  // pushers blocked on the bound resume here
   VarTable vars_;
-  std::unique_ptr<Executor> executor_;
-
-  std::atomic<int64_t> pending_{0};
-  std::atomic<int> all_waiters_{0};
-  std::atomic<int> bound_waiters_{0};
+  InFlight in_flight_;
   std::atomic<uint64_t> next_seq_{0};
-  Mutex wait_mu_;
-  CondVar wait_cv_;
+  std::unique_ptr<Executor> executor_;
 
   Mutex error_mu_;
   std::exception_ptr first_error_ ABSL_GUARDED_BY(error_mu_);

@@ -20,7 +20,7 @@ namespace {
 class InlineExecutor final : public Executor {
  public:
   explicit InlineExecutor(RunFn run) : run_(std::move(run)) {}
-  void Dispatch(OprBlock* block) override { run_(block); }
+  void Dispatch(OprBlock* block, bool /*continuation*/) override { run_(block); }
   bool inline_dispatch() const override { return true; }
 
  private:
@@ -30,8 +30,9 @@ class InlineExecutor final : public Executor {
 class PooledExecutor final : public Executor {
  public:
   PooledExecutor(const EngineOptions& options, RunFn run)
-      : pool_("ember-pool", options.pool_workers, MakeFifoQueue(), std::move(run)) {}
-  void Dispatch(OprBlock* block) override { pool_.Push(block); }
+      : pool_("ember-pool", options.pool_workers, MakeFifoQueue(), std::move(run),
+              /*continuations=*/true) {}
+  void Dispatch(OprBlock* block, bool continuation) override { pool_.Push(block, continuation); }
   void Stop() override { pool_.Stop(); }
   void AbandonAfterFork() override { pool_.AbandonAfterFork(); }
 
@@ -42,14 +43,15 @@ class PooledExecutor final : public Executor {
 class PerDeviceExecutor final : public Executor {
  public:
   PerDeviceExecutor(const EngineOptions& options, RunFn run)
-      : cpu_("ember-cpu", options.cpu_workers, MakeFifoQueue(), run),
-        cpu_priority_("ember-cpu-prio", options.cpu_priority_workers, MakePriorityQueue(), run) {}
+      : cpu_("ember-cpu", options.cpu_workers, MakeFifoQueue(), run, /*continuations=*/true),
+        cpu_priority_("ember-cpu-prio", options.cpu_priority_workers, MakePriorityQueue(), run,
+                      /*continuations=*/false) {}
 
-  void Dispatch(OprBlock* block) override {
-    if (block->prop() == FnProperty::kCPUPrioritized) {
-      cpu_priority_.Push(block);
+  void Dispatch(OprBlock* block, bool continuation) override {
+    if (block->prop == FnProperty::kCPUPrioritized) {
+      cpu_priority_.Push(block, continuation);
     } else {
-      cpu_.Push(block);
+      cpu_.Push(block, continuation);
     }
   }
   void Stop() override {

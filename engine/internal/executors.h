@@ -33,8 +33,10 @@ class Executor {
   // Throws Unavailable when this executor cannot run ops on `ctx`.
   virtual void CheckContext(Context ctx, std::string_view where, std::string_view op) const;
 
-  // Runs `block` now or hands it to a worker.
-  virtual void Dispatch(OprBlock* block) = 0;
+  // Runs `block` now or hands it to a worker. `continuation`: the calling
+  // thread made `block` ready by finishing its own op, and (if it is a
+  // worker of the pool that would take `block`) may run it next itself.
+  virtual void Dispatch(OprBlock* block, bool continuation) = 0;
 
   // True when Dispatch runs the op on the calling thread.
   [[nodiscard]] virtual bool inline_dispatch() const { return false; }

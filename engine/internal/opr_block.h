@@ -1,11 +1,11 @@
 #pragma once
 
-// Operator and OprBlock: an op as pushed, and one push of it in flight.
+// Operator and OprBlock: an op as described, and one push of it in flight.
 //
-// An Operator is the op's description: its function, its vars (normalized:
-// unique, sorted by address, a write wins) and attributes. PushAsync makes a
-// private one inside its OprBlock; NewOperator makes a shared one that each
-// Push references.
+// An Operator (NewOperator) is a description pushed many times: function,
+// normalized vars (unique, sorted by address, a write wins) and attributes.
+// A one-shot push (PushAsync, PushSync) has no Operator: its block holds the
+// function and vars itself, so that a push costs a single allocation.
 //
 // An OprBlock lives from push to completion. Its wait count starts at the
 // number of vars plus one; each var grant takes one, the pusher takes the
@@ -25,6 +25,7 @@
 
 #include "engine/engine.h"
 #include "engine/internal/access.h"
+#include "engine/internal/block_pool.h"
 #include "engine/internal/var.h"
 
 namespace ember::engine::internal {
@@ -32,20 +33,17 @@ namespace ember::engine::internal {
 class DependencyEngine;
 class Notification;
 
-struct VarAccess {
-  Var* var = nullptr;
-  Access mode = Access::kRead;
-  VarHandle handle;  // as named by the pusher, to recheck under the var's lock
-};
-using VarAccessList = absl::InlinedVector<VarAccess, 4>;
+// A push's vars, normalized: one link per var, sorted by var address (the
+// order two-phase locking needs). Inline room for typical ops.
+using VarLinks = absl::InlinedVector<VarLink, 16>;
 
 class Operator {
  public:
-  Operator(AsyncFn fn, VarAccessList vars, const OpAttrs& attrs)
+  Operator(AsyncFn fn, VarLinks vars, const OpAttrs& attrs)
       : fn_(std::move(fn)), vars_(std::move(vars)), prop_(attrs.prop), name_(attrs.name) {}
 
   const AsyncFn& fn() const { return fn_; }
-  const VarAccessList& vars() const { return vars_; }
+  const VarLinks& vars() const { return vars_; }
   FnProperty prop() const { return prop_; }
   const std::string& name() const { return name_; }
 
@@ -59,17 +57,25 @@ class Operator {
 
  private:
   AsyncFn fn_;
-  VarAccessList vars_;
+  VarLinks vars_;
   FnProperty prop_;
   std::string name_;
   std::atomic<int> refs_{1};
 };
 
 struct OprBlock {
+  // A one-shot push: the block owns the function and the (normalized) vars.
+  OprBlock(DependencyEngine* engine, AsyncFn fn, VarLinks vars, const OpAttrs& attrs);
+  // A push of a shared operator, which the block references until done.
   OprBlock(DependencyEngine* engine, Operator* op, Context ctx, int priority);
   ~OprBlock();
   OprBlock(const OprBlock&) = delete;
   OprBlock& operator=(const OprBlock&) = delete;
+
+  // Blocks are freed on other threads than the one that made them; see
+  // block_pool.h for why their memory is recycled.
+  static void* operator new(std::size_t size) { return BlockPool::Allocate(size); }
+  static void operator delete(void* memory, std::size_t size) { BlockPool::Free(memory, size); }
 
   // Hands the op an error found on one of its vars; the first one sticks.
   void InheritError(const std::exception_ptr& error);
@@ -86,15 +92,15 @@ struct OprBlock {
   OnStart MakeOnStart() { return OnStart(this); }
   OnComplete MakeOnComplete() { return OnComplete(this); }
 
-  const std::string& name() const { return op->name(); }
-  FnProperty prop() const { return op->prop(); }
-
   DependencyEngine* const engine;
-  Operator* const op;  // holds a reference
+  Operator* const shared_op;  // null for one-shot pushes
+  const AsyncFn& fn;          // own_fn_ or shared_op->fn()
+  const std::string& name;    // own_name_ or shared_op->name()
+  const FnProperty prop;
   const Context ctx;
   const int priority;
   uint64_t seq = 0;  // push order, for FIFO among equal priorities
-  absl::InlinedVector<VarLink, 4> links;
+  VarLinks links;
   std::atomic<int> wait{0};
   std::atomic<int> refs{1};
   std::atomic<bool> completed{false};
@@ -104,6 +110,8 @@ struct OprBlock {
   Notification* done = nullptr;
 
  private:
+  AsyncFn own_fn_;
+  std::string own_name_;
   std::atomic<bool> has_error_{false};
   std::exception_ptr inherited_error_;
 };

@@ -13,6 +13,10 @@ struct ThreadState {
   const OprBlock* running_op = nullptr;
   bool is_worker = false;
   int inline_depth = 0;
+  // Worker threads: their pool, and the op they made ready to run next.
+  const void* pool = nullptr;
+  OprBlock* continuation = nullptr;
+  int continuation_run = 0;
 };
 
 inline ThreadState& CurrentThread() {

@@ -42,13 +42,13 @@ void Var::GrantFromQueueLocked(ReadyList* ready) {
 }
 
 void Var::CompleteRead(ReadyList* ready) {
-  MutexLock lock(&mu_);
+  SpinLockHolder lock(&mu_);
   --running_reads_;
   if (running_reads_ == 0) GrantFromQueueLocked(ready);
 }
 
 void Var::CompleteWrite(std::exception_ptr error, ReadyList* ready) {
-  MutexLock lock(&mu_);
+  SpinLockHolder lock(&mu_);
   writing_ = false;
   error_ = std::move(error);
   version_.fetch_add(1, std::memory_order_release);
@@ -56,24 +56,24 @@ void Var::CompleteWrite(std::exception_ptr error, ReadyList* ready) {
 }
 
 void Var::ClearErrorIf(const std::exception_ptr& seen) {
-  MutexLock lock(&mu_);
+  SpinLockHolder lock(&mu_);
   if (error_ == seen) error_ = nullptr;
 }
 
 std::exception_ptr Var::PeekError() {
-  MutexLock lock(&mu_);
+  SpinLockHolder lock(&mu_);
   return error_;
 }
 
 std::exception_ptr Var::TakeError() {
-  MutexLock lock(&mu_);
+  SpinLockHolder lock(&mu_);
   return std::exchange(error_, nullptr);
 }
 
 void Var::BumpGenerationLocked() { generation_.fetch_add(1, std::memory_order_release); }
 
 void Var::ResetForReuse() {
-  MutexLock lock(&mu_);
+  SpinLockHolder lock(&mu_);
   head_ = tail_ = nullptr;
   running_reads_ = 0;
   writing_ = false;
@@ -82,3 +82,4 @@ void Var::ResetForReuse() {
 }
 
 }  // namespace ember::engine::internal
+static_assert(sizeof(ember::engine::internal::Var) == 64, "a var must fill one cache line");

@@ -23,7 +23,7 @@
 #include <exception>
 
 #include "engine/internal/access.h"
-#include "engine/internal/mutex.h"
+#include "engine/internal/spin_lock.h"
 
 namespace ember::engine::internal {
 
@@ -33,20 +33,22 @@ struct OprBlock;
 struct VarLink {
   OprBlock* block = nullptr;
   class Var* var = nullptr;
-  Access mode = Access::kRead;
   VarLink* next = nullptr;
+  uint32_t generation = 0;  // of the handle the pusher named, rechecked under the lock
+  Access mode = Access::kRead;
 };
 
 // Ops made ready by a var transition, to be dispatched once no lock is held.
 class ReadyList;
 
-class Var {
+// One cache line: see spin_lock.h for why that matters.
+class alignas(64) Var {
  public:
   Var() = default;
   Var(const Var&) = delete;
   Var& operator=(const Var&) = delete;
 
-  Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
+  SpinLock& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
 
   // Queues `link` behind the var's earlier accesses, or grants it now.
   void AppendLocked(VarLink* link, ReadyList* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -78,11 +80,11 @@ class Var {
   void GrantLocked(VarLink* link, ReadyList* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GrantFromQueueLocked(ReadyList* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  Mutex mu_;
+  SpinLock mu_;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  int running_reads_ ABSL_GUARDED_BY(mu_) = 0;
   VarLink* head_ ABSL_GUARDED_BY(mu_) = nullptr;
   VarLink* tail_ ABSL_GUARDED_BY(mu_) = nullptr;
-  int running_reads_ ABSL_GUARDED_BY(mu_) = 0;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
   std::exception_ptr error_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> version_{0};
   std::atomic<uint32_t> generation_{1};

@@ -11,9 +11,6 @@ constexpr uint64_t kIndexMask = (1u << 24) - 1;
 constexpr uint64_t kGenerationMask = (1u << 24) - 1;
 
 uint32_t IndexOf(VarHandle h) { return static_cast<uint32_t>(h.bits() & kIndexMask); }
-uint32_t GenerationOf(VarHandle h) {
-  return static_cast<uint32_t>((h.bits() >> 24) & kGenerationMask);
-}
 uint16_t TagOf(VarHandle h) { return static_cast<uint16_t>(h.bits() >> 48); }
 
 }  // namespace
@@ -55,17 +52,27 @@ VarHandle VarTable::New() {
   return HandleFor(index, SlotAt(index)->generation());
 }
 
-VarTable::Lookup VarTable::Find(VarHandle handle, Var** var) const {
+VarTable::Lookup VarTable::Locate(VarHandle handle, Var** var) const {
   if (handle.is_null()) return Lookup::kNull;
   if (TagOf(handle) != tag_) return Lookup::kForeign;
   Var* slot = SlotAt(IndexOf(handle));
   if (slot == nullptr) return Lookup::kForeign;
   *var = slot;
-  return IsCurrent(handle, *slot) ? Lookup::kOk : Lookup::kStale;
+  return Lookup::kOk;
 }
 
-bool VarTable::IsCurrent(VarHandle handle, const Var& var) {
-  return (var.generation() & kGenerationMask) == GenerationOf(handle);
+VarTable::Lookup VarTable::Find(VarHandle handle, Var** var) const {
+  const Lookup found = Locate(handle, var);
+  if (found != Lookup::kOk) return found;
+  return IsCurrent(GenerationOf(handle), **var) ? Lookup::kOk : Lookup::kStale;
+}
+
+uint32_t VarTable::GenerationOf(VarHandle handle) {
+  return static_cast<uint32_t>((handle.bits() >> 24) & kGenerationMask);
+}
+
+bool VarTable::IsCurrent(uint32_t generation, const Var& var) {
+  return (var.generation() & kGenerationMask) == generation;
 }
 
 void VarTable::Recycle(Var* var) {

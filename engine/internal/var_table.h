@@ -38,9 +38,15 @@ class VarTable {
 
   // Finds the var a handle names; `*var` is set for kOk and kStale.
   Lookup Find(VarHandle handle, Var** var) const;
+  // Find without the generation check, which reads the var itself: the push
+  // path rechecks the generation under the var's lock anyway, and skipping it
+  // here saves a cache miss per var. Never returns kStale.
+  Lookup Locate(VarHandle handle, Var** var) const;
 
-  // True while `handle` still names `var` (not deleted since).
-  [[nodiscard]] static bool IsCurrent(VarHandle handle, const Var& var);
+  // The generation a handle names, and whether `var` is still at it (not
+  // deleted since).
+  [[nodiscard]] static uint32_t GenerationOf(VarHandle handle);
+  [[nodiscard]] static bool IsCurrent(uint32_t generation, const Var& var);
 
   // Returns a deleted var's slot for reuse. REQUIRES: no op refers to it.
   void Recycle(Var* var);

@@ -2,12 +2,26 @@
 
 #include <pthread.h>
 
+#include <utility>
+
 #include "engine/internal/thread_state.h"
 
 namespace ember::engine::internal {
 
-WorkerPool::WorkerPool(std::string name, int workers, std::unique_ptr<TaskQueue> queue, RunFn run)
-    : name_(std::move(name)), queue_(std::move(queue)), run_(std::move(run)) {
+namespace {
+
+// A chain of continuations is cut after this many ops, so that ops waiting in
+// the queue are not starved by a long dependent chain.
+constexpr int kMaxContinuationRun = 64;
+
+}  // namespace
+
+WorkerPool::WorkerPool(std::string name, int workers, std::unique_ptr<TaskQueue> queue, RunFn run,
+                       bool continuations)
+    : name_(std::move(name)),
+      queue_(std::move(queue)),
+      run_(std::move(run)),
+      continuations_(continuations) {
   threads_.reserve(workers);
   for (int i = 0; i < workers; ++i) {
     threads_.emplace_back([this] { Loop(); });
@@ -18,9 +32,30 @@ WorkerPool::WorkerPool(std::string name, int workers, std::unique_ptr<TaskQueue>
 
 WorkerPool::~WorkerPool() { Stop(); }
 
+// Running the op it just made ready on the same worker skips a queue round
+// trip and a wake-up, and keeps a dependent chain on one warm core.
+void WorkerPool::Push(OprBlock* block, bool continuation) {
+  ThreadState& thread = CurrentThread();
+  if (continuation && continuations_ && thread.pool == this && thread.continuation == nullptr &&
+      thread.continuation_run < kMaxContinuationRun) {
+    thread.continuation = block;
+    return;
+  }
+  queue_->Push(block);
+}
+
 void WorkerPool::Loop() {
-  CurrentThread().is_worker = true;
-  while (OprBlock* block = queue_->Pop()) run_(block);
+  ThreadState& thread = CurrentThread();
+  thread.is_worker = true;
+  thread.pool = this;
+  while (OprBlock* block = queue_->Pop()) {
+    thread.continuation_run = 0;
+    while (block != nullptr) {
+      run_(block);
+      block = std::exchange(thread.continuation, nullptr);
+      ++thread.continuation_run;
+    }
+  }
 }
 
 void WorkerPool::Stop() {

@@ -19,13 +19,18 @@ class WorkerPool {
  public:
   using RunFn = std::function<void(OprBlock*)>;
 
-  // Starts `workers` threads named `name` that call `run` on each op.
-  WorkerPool(std::string name, int workers, std::unique_ptr<TaskQueue> queue, RunFn run);
+  // Starts `workers` threads named `name` that call `run` on each op. With
+  // `continuations`, a worker that makes an op of this pool ready runs it
+  // next itself instead of queueing it (FIFO pools only: it jumps the queue).
+  WorkerPool(std::string name, int workers, std::unique_ptr<TaskQueue> queue, RunFn run,
+             bool continuations);
   ~WorkerPool();  // Stop()s if not yet stopped
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  void Push(OprBlock* block) { queue_->Push(block); }
+  // Queues `block`, or with `continuation` (see Executor::Dispatch) keeps it
+  // for the calling worker to run next.
+  void Push(OprBlock* block, bool continuation = false);
 
   // Lets the workers finish what is queued, then joins them.
   void Stop();
@@ -40,6 +45,7 @@ class WorkerPool {
   const std::string name_;
   std::unique_ptr<TaskQueue> queue_;
   RunFn run_;
+  const bool continuations_;
   std::vector<std::thread> threads_;
 };
 

@@ -1,16 +1,23 @@
 // ember-bench-engine: throughput and latency of every engine type, side by
 // side with a oneTBB flow graph and StarPU running the same random DAG.
 //
-// Cases, each run --repeat times; the table shows the median of the repeats
-// (--stat=best: the best one):
+// Each of --repeat runs goes round the engines and the peers once, each in a
+// child process of its own (--isolate), so that a slow spell of a shared
+// machine hits every column alike and no column inherits another's heap or
+// threads. The table shows the median of the runs (--stat=best: the best
+// one); the ratios to the peers pair each engine run with the peer runs of
+// the same round. The figures, table and JSON are in bench_report.h.
+//
+// Cases:
 //   independent  --ops no-op ops with no vars: the cost of one push, dispatch
 //                and completion, with nothing to order.
 //   chain        --ops no-op ops that all write one var: every op waits for
 //                the one before, so this is the dependency hand-off alone.
 //   random DAG   MakeRandomWorkload(--dag_ops ops over --dag_vars vars, 2-19
-//                reads each, no sleeps); each op computes ApplyOp, a few
-//                nanoseconds, and every run's final data is checked against
-//                RunSerial. The peers run the same ops.
+//                reads each, no sleeps); each op computes ApplyOp (tens of
+//                nanoseconds; the report says how many), and every run's
+//                final data is checked against RunSerial. The peers run the
+//                same ops.
 //   latency      one op pushed on an idle engine at a time; the time from
 //                before the push to the start of the op's function. The
 //                pusher spins on a flag the op sets, so the engine is never
@@ -23,15 +30,18 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <exception>
-#include <map>
+#include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -42,6 +52,7 @@
 #include "engine/engine.h"
 #include "engine/error.h"
 #include "engine/testing/random_workload.h"
+#include "tools/bench/bench_report.h"
 #include "tools/bench/starpu_peer.h"
 #include "tools/bench/tbb_peer.h"
 
@@ -60,8 +71,9 @@ ABSL_FLAG(std::vector<std::string>, peers, std::vector<std::string>({"tbb", "sta
 ABSL_FLAG(int, pool_workers, 2, "ThreadedEngine: workers of the shared pool");
 ABSL_FLAG(int, cpu_workers, 1, "ThreadedEnginePerDevice: normal CPU workers");
 ABSL_FLAG(int, peer_threads, 2, "threads of the TBB peer and CPU workers of the StarPU peer");
-ABSL_FLAG(int, repeat, 3, "runs of every case");
+ABSL_FLAG(int, repeat, 5, "runs of every case");
 ABSL_FLAG(std::string, stat, "median", "how repeats are summarized: median or best");
+ABSL_FLAG(bool, isolate, true, "run every engine or peer run in a child process of its own");
 ABSL_FLAG(std::string, json, "", "also write every printed figure to this JSON file");
 
 namespace ember::bench {
@@ -70,8 +82,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using engine::testing::Workload;
 
-constexpr char kTbb[] = "TBB flow graph";
-constexpr char kStarPU[] = "StarPU";
 constexpr char kTargetEngine[] = "ThreadedEnginePerDevice";
 
 struct BenchOptions {
@@ -87,7 +97,8 @@ struct BenchOptions {
   int cpu_workers = 0;
   int peer_threads = 0;
   int repeat = 0;
-  bool best = false;  // summarize repeats by the best one, not the median
+  bool best = false;     // summarize repeats by the best one, not the median
+  bool isolate = false;  // every run of an engine or peer in its own process
   std::string json_path;
 };
 
@@ -120,6 +131,7 @@ BenchOptions OptionsFromFlags() {
   }
   options.best = stat == "best";
   options.json_path = absl::GetFlag(FLAGS_json);
+  options.isolate = absl::GetFlag(FLAGS_isolate);
   return options;
 }
 
@@ -201,7 +213,10 @@ std::vector<double> PushToStartMicros(engine::Engine& engine, int samples, int g
         },
         {}, {});
     // Spinning rather than WaitForAll keeps the waiting out of the engine.
-    while (!started.load(std::memory_order_acquire)) {
+    // After a while the spin yields: on a busy 2-core box a pure spin can
+    // keep the very worker it waits for off the CPU.
+    for (int spins = 0; !started.load(std::memory_order_acquire); ++spins) {
+      if (spins > 10'000) std::this_thread::yield();
     }
     micros[i] = std::chrono::duration<double, std::micro>(start_time - push_time).count();
   }
@@ -209,75 +224,20 @@ std::vector<double> PushToStartMicros(engine::Engine& engine, int samples, int g
   return micros;
 }
 
-double Percentile(std::vector<double> values, double fraction) {
-  if (values.empty()) return NAN;
-  const auto rank = static_cast<size_t>(fraction * static_cast<double>(values.size() - 1) + 0.5);
-  std::nth_element(values.begin(), values.begin() + rank, values.end());
-  return values[rank];
+// Records one run's figure for `c` and reports it on stderr.
+void Record(const CaseSpec& c, const std::string& column, int run, double value, Results* results) {
+  results->Add(c, column, value);
+  absl::FPrintF(stderr, "[ember-bench-engine] run %d %-24s %-21s %.6g %s\n", run + 1, column, c.key,
+                value, c.unit);
 }
 
-// ---------------------------------------------------------------------------
-// Results: every repeat's figure, by case and column, summarized into a table.
-
-struct CaseSpec {
-  const char* key;
-  const char* unit;
-  bool higher_is_better;
-};
-
-constexpr CaseSpec kIndependent = {"independent", "ops/s", true};
-constexpr CaseSpec kChain = {"chain", "ops/s", true};
-constexpr CaseSpec kDag = {"random_dag", "ops/s", true};
-constexpr CaseSpec kDagVsTbb = {"random_dag_vs_tbb", "x", true};
-constexpr CaseSpec kDagVsStarPU = {"random_dag_vs_starpu", "x", true};
-constexpr CaseSpec kLatencyP50 = {"latency_p50", "us", false};
-constexpr CaseSpec kLatencyP99 = {"latency_p99", "us", false};
-constexpr CaseSpec kIdleLatencyP50 = {"idle_latency_p50", "us", false};
-constexpr CaseSpec kIdleLatencyP99 = {"idle_latency_p99", "us", false};
-
-class Results {
- public:
-  void Add(const CaseSpec& c, const std::string& column, double value) {
-    samples_[{c.key, column}].push_back(value);
-  }
-
-  // The summary of a case's repeats, or nothing if it was not run.
-  std::optional<double> Get(const CaseSpec& c, const std::string& column, bool best) const {
-    auto it = samples_.find({c.key, column});
-    if (it == samples_.end()) return std::nullopt;
-    std::vector<double> values = it->second;
-    if (!best) return Percentile(values, 0.5);
-    return c.higher_is_better ? *std::max_element(values.begin(), values.end())
-                              : *std::min_element(values.begin(), values.end());
-  }
-
- private:
-  std::map<std::pair<std::string, std::string>, std::vector<double>> samples_;
-};
-
-// Runs `measure` options.repeat times, recording each figure under `c`.
-template <typename Measure>
-void Repeat(const BenchOptions& options, const CaseSpec& c, const std::string& column,
-            Results* results, Measure measure) {
-  for (int run = 0; run < options.repeat; ++run) {
-    const double value = measure();
-    results->Add(c, column, value);
-    absl::FPrintF(stderr, "[ember-bench-engine] %-24s %-21s run %d/%d: %.6g %s\n", column, c.key,
-                  run + 1, options.repeat, value, c.unit);
-  }
-}
-
-// Like Repeat, for a latency case: every run yields a p50 and a p99.
-void RepeatLatency(const BenchOptions& options, const CaseSpec& p50, const CaseSpec& p99,
-                   int samples, int gap_us, engine::Engine& engine, const std::string& column,
-                   Results* results) {
+// One run of a latency case, recording its p50 and p99.
+void RecordLatency(const CaseSpec& p50, const CaseSpec& p99, int samples, int gap_us,
+                   engine::Engine& engine, const std::string& column, int run, Results* results) {
   if (samples <= 0) return;
-  std::vector<double> micros;
-  Repeat(options, p50, column, results, [&] {
-    micros = PushToStartMicros(engine, samples, gap_us);
-    results->Add(p99, column, Percentile(micros, 0.99));
-    return Percentile(micros, 0.5);
-  });
+  const std::vector<double> micros = PushToStartMicros(engine, samples, gap_us);
+  Record(p50, column, run, Percentile(micros, 0.5), results);
+  Record(p99, column, run, Percentile(micros, 0.99), results);
 }
 
 // True when `data` matches the serial run; says so on stderr otherwise,
@@ -297,334 +257,245 @@ engine::EngineOptions EngineOptionsFor(const std::string& name, const BenchOptio
   return engine_options;
 }
 
-// Runs every case on engine `name`; false if a DAG result was wrong.
-bool RunEngine(const BenchOptions& options, const std::string& name, const Workload& dag,
-               const std::vector<uint64_t>& expected, Results* results) {
+// What one run of the bench shares: the DAG, its serial result, the figures.
+struct RunState {
+  const BenchOptions& options;
+  const Workload& dag;
+  const std::vector<uint64_t>& expected;
+  int run = 0;
+  Results results;
+  bool dag_ok = true;  // every DAG result matched RunSerial
+  std::string starpu_description;
+};
+
+// Every case, once, on a fresh engine `name`.
+void RunEngineOnce(const std::string& name, RunState* state) {
+  const BenchOptions& options = state->options;
+  const int run = state->run;
+  Results* results = &state->results;
   std::unique_ptr<engine::Engine> engine = engine::CreateEngine(EngineOptionsFor(name, options));
   IndependentOpsPerSecond(*engine, std::min<int64_t>(options.ops, 10'000));  // warm up
-  Repeat(options, kIndependent, name, results,
-         [&] { return IndependentOpsPerSecond(*engine, options.ops); });
-  Repeat(options, kChain, name, results, [&] { return ChainOpsPerSecond(*engine, options.ops); });
-  bool ok = true;
+  Record(kIndependent, name, run, IndependentOpsPerSecond(*engine, options.ops), results);
+  Record(kChain, name, run, ChainOpsPerSecond(*engine, options.ops), results);
   std::vector<uint64_t> data;
-  Repeat(options, kDag, name, results, [&] {
-    const double rate = DagOpsPerSecond(*engine, dag, &data);
-    ok = CheckDag(name, data, expected) && ok;
-    return rate;
-  });
-  RepeatLatency(options, kLatencyP50, kLatencyP99, options.latency_samples, 0, *engine, name,
-                results);
-  RepeatLatency(options, kIdleLatencyP50, kIdleLatencyP99, options.idle_latency_samples,
-                options.idle_gap_us, *engine, name, results);
-  return ok;
+  Record(kDag, name, run, DagOpsPerSecond(*engine, state->dag, &data), results);
+  state->dag_ok = CheckDag(name, data, state->expected) && state->dag_ok;
+  RecordLatency(kLatencyP50, kLatencyP99, options.latency_samples, 0, *engine, name, run, results);
+  RecordLatency(kIdleLatencyP50, kIdleLatencyP99, options.idle_latency_samples, options.idle_gap_us,
+                *engine, name, run, results);
 }
 
-// Runs the DAG on the peers asked for. Adds a line to `notes` per peer (what
-// ran, or why it did not); false if a DAG result was wrong.
-bool RunPeers(const BenchOptions& options, const Workload& dag,
-              const std::vector<uint64_t>& expected, Results* results,
-              std::vector<std::string>* notes) {
-  bool ok = true;
-  std::vector<uint64_t> data;
-  if (options.run_tbb && !TbbPeerBuilt()) {
-    notes->push_back("TBB flow graph peer: not built (oneTBB not found or peers disabled)");
-  } else if (options.run_tbb) {
-    notes->push_back(absl::StrCat(kTbb, ": ", TbbPeerDescription(), ", ", options.peer_threads,
-                                  " threads, graph build timed"));
-    Repeat(options, kDag, kTbb, results, [&] {
-      data = dag.initial;
-      const double seconds = RunOnTbbFlowGraph(dag, options.peer_threads, &data);
-      ok = CheckDag(kTbb, data, expected) && ok;
-      return static_cast<double>(dag.ops.size()) / seconds;
-    });
-  }
-  if (options.run_starpu && !StarPUPeerBuilt()) {
-    notes->push_back("StarPU peer: not built (starpu-1.3 not found or peers disabled)");
-  } else if (options.run_starpu) {
-    StarPUPeer starpu(options.peer_threads);
-    notes->push_back(
-        absl::StrCat(kStarPU, ": ", starpu.description(), ", implicit data dependencies"));
-    Repeat(options, kDag, kStarPU, results, [&] {
-      data = dag.initial;
-      const double seconds = starpu.Run(dag, &data);
-      ok = CheckDag(kStarPU, data, expected) && ok;
-      return static_cast<double>(dag.ops.size()) / seconds;
-    });
-  }
-  return ok;
+void RunTbbOnce(RunState* state) {
+  std::vector<uint64_t> data = state->dag.initial;
+  const double seconds = RunOnTbbFlowGraph(state->dag, state->options.peer_threads, &data);
+  Record(kDag, kTbb, state->run, static_cast<double>(state->dag.ops.size()) / seconds,
+         &state->results);
+  state->dag_ok = CheckDag(kTbb, data, state->expected) && state->dag_ok;
 }
 
-// ---------------------------------------------------------------------------
-// The table: one row per case, one column per engine and peer.
+// StarPU starts afresh each run (untimed): its idle workers poll, and would
+// steal a core from the engines if it stayed up.
+void RunStarPUOnce(RunState* state) {
+  StarPUPeer starpu(state->options.peer_threads);
+  std::vector<uint64_t> data = state->dag.initial;
+  const double seconds = starpu.Run(state->dag, &data);
+  Record(kDag, kStarPU, state->run, static_cast<double>(state->dag.ops.size()) / seconds,
+         &state->results);
+  state->dag_ok = CheckDag(kStarPU, data, state->expected) && state->dag_ok;
+  state->starpu_description = starpu.description();
+}
 
-struct TableRow {
-  const CaseSpec* spec;
-  std::string label;
-  std::map<std::string, double> values;  // by column; absent: not run
-};
+// The child's side of RunIsolated: runs `body`, writes its figures (and
+// StarPU's description) to `fd` and exits: 0 for success, 1 for a wrong DAG
+// result, 2 for an exception.
+[[noreturn]] void RunChild(const RunState& parent, const std::function<void(RunState*)>& body,
+                           int fd) {
+  RunState state{parent.options, parent.dag, parent.expected, parent.run, Results(), true, ""};
+  int status = 0;
+  try {
+    body(&state);
+  } catch (const std::exception& e) {
+    absl::FPrintF(stderr, "[ember-bench-engine] ERROR in run %d: %s\n", state.run + 1, e.what());
+    status = 2;
+  }
+  const std::string text = absl::StrCat(state.starpu_description, "\n", state.results.Serialize());
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) _exit(2);
+    done += static_cast<size_t>(n);
+  }
+  std::fflush(stderr);
+  _exit(status != 0 ? status : state.dag_ok ? 0 : 1);
+}
 
-struct Table {
-  std::vector<std::string> columns;
-  std::vector<TableRow> rows;
+// Runs `body` in a child process (--isolate) and merges the figures it
+// records. A run in the same process would inherit the heap and threads of
+// the runs before it: a NaiveEngine run after a ThreadedEngine run was ~30%
+// slower than before it, so the order of the columns would show in them.
+void RunIsolated(RunState* state, const std::function<void(RunState*)>& body) {
+  if (!state->options.isolate) return body(state);
+  int fds[2];
+  if (pipe(fds) != 0) throw Error("[ember-bench-engine] pipe() failed");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) throw Error("[ember-bench-engine] fork() failed");
+  if (pid == 0) {
+    close(fds[0]);
+    RunChild(*state, body, fds[1]);
+  }
+  close(fds[1]);
+  std::string text;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof(buffer))) > 0;) text.append(buffer, n);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) > 1) {
+    throw Error(absl::StrFormat("[ember-bench-engine] run %d failed (wait status %d)",
+                                state->run + 1, status));
+  }
+  state->dag_ok = state->dag_ok && WEXITSTATUS(status) == 0;
+  const size_t newline = text.find('\n');
+  if (newline == std::string::npos) return;
+  if (newline > 0) state->starpu_description = text.substr(0, newline);
+  state->results.Merge(absl::string_view(text).substr(newline + 1));
+}
+
+// Runs are round-robin over the engines and peers, so that a slow spell of
+// a shared machine hits every column alike. Returns a note per peer: what
+// ran, or why it did not.
+std::vector<std::string> RunAll(RunState* state) {
+  const BenchOptions& options = state->options;
+  const bool tbb = options.run_tbb && TbbPeerBuilt();
+  const bool starpu = options.run_starpu && StarPUPeerBuilt();
   std::vector<std::string> notes;
-
-  [[nodiscard]] std::optional<double> Get(const CaseSpec& c, const std::string& column) const {
-    for (const TableRow& row : rows) {
-      if (row.spec != &c) continue;
-      auto it = row.values.find(column);
-      if (it != row.values.end()) return it->second;
+  if (tbb) {
+    notes.push_back(absl::StrCat(kTbb, ": ", TbbPeerDescription(), ", ", options.peer_threads,
+                                 " threads, lightweight nodes, graph build timed"));
+  } else if (options.run_tbb) {
+    notes.push_back("TBB flow graph peer: not built (oneTBB not found or peers disabled)");
+  }
+  if (options.run_starpu && !starpu) {
+    notes.push_back("StarPU peer: not built (starpu-1.3 not found or peers disabled)");
+  }
+  for (state->run = 0; state->run < options.repeat; ++state->run) {
+    for (const std::string& name : options.engines) {
+      RunIsolated(state, [&name](RunState* run) { RunEngineOnce(name, run); });
     }
-    return std::nullopt;
+    if (tbb) RunIsolated(state, RunTbbOnce);
+    if (starpu) RunIsolated(state, RunStarPUOnce);
   }
-};
-
-std::string WithCommas(double value) {
-  std::string digits = absl::StrFormat("%.0f", value);
-  for (int i = static_cast<int>(digits.size()) - 3; i > 0 && std::isdigit(digits[i - 1]); i -= 3) {
-    digits.insert(i, ",");
+  if (starpu) {
+    notes.push_back(
+        absl::StrCat(kStarPU, ": ", state->starpu_description, ", implicit data dependencies"));
   }
-  return digits;
+  return notes;
 }
 
-std::string FormatValue(const CaseSpec& c, double value) {
-  if (std::string_view(c.unit) == "ops/s") return WithCommas(value);
-  if (std::string_view(c.unit) == "x") return absl::StrFormat("%.2fx", value);
-  return absl::StrFormat("%.2f", value);
-}
-
-void AddRow(const Results& results, bool best, const CaseSpec& c, std::string label, Table* table) {
-  TableRow row{&c, std::move(label), {}};
-  for (const std::string& column : table->columns) {
-    if (auto value = results.Get(c, column, best)) row.values[column] = *value;
-  }
-  if (!row.values.empty()) table->rows.push_back(std::move(row));
-}
-
-// engine / peer on the random DAG, for every engine column.
-void AddRatioRow(const BenchOptions& options, const CaseSpec& c, const char* peer,
-                 std::string label, Table* table) {
-  const std::optional<double> peer_rate = table->Get(kDag, peer);
-  if (!peer_rate) return;
-  TableRow row{&c, std::move(label), {}};
-  for (const std::string& engine : options.engines) {
-    if (auto rate = table->Get(kDag, engine)) row.values[engine] = *rate / *peer_rate;
-  }
-  table->rows.push_back(std::move(row));
-}
-
-Table MakeTable(const BenchOptions& options, const Results& results) {
-  Table table;
-  table.columns = options.engines;
-  table.columns.push_back(kTbb);
-  table.columns.push_back(kStarPU);
-  const bool best = options.best;
-  const std::string n = WithCommas(static_cast<double>(options.ops));
-  AddRow(results, best, kIndependent, absl::StrCat("independent no-op ops, N=", n), &table);
-  AddRow(results, best, kChain, absl::StrCat("one-var chain, N=", n), &table);
-  AddRow(results, best, kDag,
-         absl::StrCat("random DAG, ", WithCommas(options.dag.num_ops), " ops/",
-                      options.dag.num_vars, " vars"),
-         &table);
-  AddRatioRow(options, kDagVsTbb, kTbb, "  engine / TBB flow graph", &table);
-  AddRatioRow(options, kDagVsStarPU, kStarPU, "  engine / StarPU", &table);
-  AddRow(results, best, kLatencyP50, "push-to-start p50, back to back", &table);
-  AddRow(results, best, kLatencyP99, "push-to-start p99, back to back", &table);
-  const std::string idle = absl::StrCat("after ", options.idle_gap_us, " us idle");
-  AddRow(results, best, kIdleLatencyP50, absl::StrCat("push-to-start p50, ", idle), &table);
-  AddRow(results, best, kIdleLatencyP99, absl::StrCat("push-to-start p99, ", idle), &table);
-  std::erase_if(table.columns, [&](const std::string& column) {
-    return std::none_of(table.rows.begin(), table.rows.end(),
-                        [&](const TableRow& row) { return row.values.contains(column); });
-  });
-  return table;
-}
-
-// Short column headers keep the table within 100 characters.
-std::string ShortName(const std::string& column) {
-  for (const auto& [prefix, short_name] :
-       {std::pair{"ThreadedEnginePerDevice", "PerDevice"}, std::pair{"ThreadedEngine", "Threaded"},
-        std::pair{"NaiveEngine", "Naive"}, std::pair{"TBB flow graph", "TBB flow"}}) {
-    if (column.rfind(prefix, 0) == 0) return short_name + column.substr(strlen(prefix));
-  }
-  return column;
-}
-
-void PrintTable(const Table& table) {
-  std::string header = absl::StrFormat("%-40s %-6s", "case", "unit");
-  for (const std::string& column : table.columns) {
-    absl::StrAppend(&header, absl::StrFormat(" %12s", ShortName(column)));
-  }
-  absl::PrintF("%s\n%s\n", header, std::string(header.size(), '-'));
-  for (const TableRow& row : table.rows) {
-    std::string line = absl::StrFormat("%-40s %-6s", row.label, row.spec->unit);
-    for (const std::string& column : table.columns) {
-      auto it = row.values.find(column);
-      const std::string cell = it == row.values.end() ? "-" : FormatValue(*row.spec, it->second);
-      absl::StrAppend(&line, absl::StrFormat(" %12s", cell));
-    }
-    absl::PrintF("%s\n", line);
-  }
-  for (const std::string& note : table.notes) absl::PrintF("%s\n", note);
-}
-
-// ---------------------------------------------------------------------------
-// Targets: what the default engine must reach on a 2-core machine.
-
-struct Target {
-  const char* name;
-  const CaseSpec* spec;
-  double goal;
-  bool at_least;  // goal is a floor; else a ceiling
-};
-
-constexpr Target kTargets[] = {
-    {"independent no-op ops", &kIndependent, 1e6, true},
-    {"random DAG, engine / TBB flow graph", &kDagVsTbb, 2, true},
-    {"random DAG, engine / StarPU", &kDagVsStarPU, 10, true},
-    {"push-to-start p50, back to back", &kLatencyP50, 10, false},
-};
-
-struct TargetResult {
-  const Target* target;
-  std::optional<double> measured;
-  [[nodiscard]] bool pass() const {
-    return measured && (target->at_least ? *measured >= target->goal : *measured <= target->goal);
-  }
-};
-
-std::vector<TargetResult> CheckTargets(const Table& table) {
-  std::vector<TargetResult> checks;
-  for (const Target& target : kTargets) {
-    checks.push_back({&target, table.Get(*target.spec, kTargetEngine)});
-  }
-  return checks;
-}
-
-std::string WithUnit(const CaseSpec& c, double value) {
-  const std::string text = FormatValue(c, value);
-  return std::string_view(c.unit) == "x" ? text : absl::StrCat(text, " ", c.unit);
-}
-
-void PrintTargets(const std::vector<TargetResult>& checks) {
-  absl::PrintF("\nTargets for %s (2-core machine):\n", kTargetEngine);
-  for (const TargetResult& check : checks) {
-    const Target& target = *check.target;
-    const std::string measured = check.measured ? WithUnit(*target.spec, *check.measured) : "-";
-    absl::PrintF("  %-40s %18s   %s %-18s %s\n", target.name, measured,
-                 target.at_least ? ">=" : "<=", WithUnit(*target.spec, target.goal),
-                 !check.measured ? "not run"
-                 : check.pass()  ? "PASS"
-                                 : "FAIL");
-  }
-}
-
-// ---------------------------------------------------------------------------
-// JSON: the same figures, by hand; every string here is plain ASCII.
-
-std::string JsonString(std::string_view text) {
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') quoted.push_back('\\');
-    quoted.push_back(c);
-  }
-  return quoted + "\"";
-}
-
-std::string JsonNumber(double value) {
-  return std::isfinite(value) ? absl::StrFormat("%.10g", value) : "null";
-}
-
+// The options as a JSON object, for the report.
 std::string JsonOptions(const BenchOptions& options) {
   std::vector<std::string> engines;
   for (const std::string& name : options.engines) engines.push_back(JsonString(name));
   return absl::StrFormat(
       "{\"ops\": %d, \"dag_ops\": %d, \"dag_vars\": %d, \"seed\": %d, \"latency_samples\": %d, "
       "\"idle_latency_samples\": %d, \"idle_gap_us\": %d, \"engines\": [%s], \"pool_workers\": "
-      "%d, \"cpu_workers\": %d, \"peer_threads\": %d, \"repeat\": %d, \"stat\": %s}",
+      "%d, \"cpu_workers\": %d, \"peer_threads\": %d, \"repeat\": %d, \"stat\": %s, "
+      "\"isolate\": %s}",
       options.ops, options.dag.num_ops, options.dag.num_vars, options.dag.seed,
       options.latency_samples, options.idle_latency_samples, options.idle_gap_us,
       absl::StrJoin(engines, ", "), options.pool_workers, options.cpu_workers, options.peer_threads,
-      options.repeat, JsonString(options.best ? "best" : "median"));
-}
-
-std::string JsonRows(const Table& table) {
-  std::vector<std::string> rows;
-  for (const TableRow& row : table.rows) {
-    std::vector<std::string> values;
-    for (const auto& [column, value] : row.values) {
-      values.push_back(absl::StrCat(JsonString(column), ": ", JsonNumber(value)));
-    }
-    rows.push_back(
-        absl::StrFormat("    {\"case\": %s, \"label\": %s, \"unit\": %s, \"values\": {%s}}",
-                        JsonString(row.spec->key), JsonString(row.label),
-                        JsonString(row.spec->unit), absl::StrJoin(values, ", ")));
-  }
-  return absl::StrJoin(rows, ",\n");
-}
-
-std::string JsonTargets(const std::vector<TargetResult>& checks) {
-  std::vector<std::string> targets;
-  for (const TargetResult& check : checks) {
-    targets.push_back(absl::StrFormat(
-        "    {\"name\": %s, \"engine\": %s, \"unit\": %s, \"goal\": %s, \"at_least\": %s, "
-        "\"measured\": %s, \"pass\": %s}",
-        JsonString(check.target->name), JsonString(kTargetEngine),
-        JsonString(check.target->spec->unit), JsonNumber(check.target->goal),
-        check.target->at_least ? "true" : "false",
-        check.measured ? JsonNumber(*check.measured) : "null", check.pass() ? "true" : "false"));
-  }
-  return absl::StrJoin(targets, ",\n");
-}
-
-void WriteJson(const std::string& path, const BenchOptions& options, const Table& table,
-               const std::vector<TargetResult>& checks, bool dag_ok) {
-  std::vector<std::string> notes;
-  for (const std::string& note : table.notes) notes.push_back(JsonString(note));
-  const std::string json = absl::StrFormat(
-      "{\n  \"benchmark\": \"ember-bench-engine\",\n  \"options\": %s,\n  \"hardware_threads\": "
-      "%d,\n  \"notes\": [%s],\n  \"dag_results_match_serial\": %s,\n  \"rows\": [\n%s\n  ],\n"
-      "  \"targets\": [\n%s\n  ]\n}\n",
-      JsonOptions(options), std::thread::hardware_concurrency(), absl::StrJoin(notes, ", "),
-      dag_ok ? "true" : "false", JsonRows(table), JsonTargets(checks));
-  std::FILE* file = std::fopen(path.c_str(), "w");
-  if (file == nullptr || std::fputs(json.c_str(), file) < 0 || std::fclose(file) != 0) {
-    throw InvalidArgument(absl::StrCat("[ember-bench-engine] cannot write --json=", path));
-  }
+      options.repeat, JsonString(options.best ? "best" : "median"),
+      options.isolate ? "true" : "false");
 }
 
 // ---------------------------------------------------------------------------
 
+// The machine's load before the runs: on a shared box, a busy neighbour
+// shows in every figure.
+std::string LoadNote() {
+  double load[3] = {0, 0, 0};
+  const int n = getloadavg(load, 3);
+  return absl::StrFormat("%d hardware threads, load average %.2f at start",
+                         std::thread::hardware_concurrency(), n > 0 ? load[0] : NAN);
+}
+
+// CPU seconds the whole machine has been busy (Linux /proc/stat), and this
+// process with its children: the difference over the runs is what other
+// processes took, which a 2-core box shows in every figure.
+double MachineBusySeconds() {
+  std::FILE* file = std::fopen("/proc/stat", "r");
+  if (file == nullptr) return NAN;
+  unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0;
+  const int fields = std::fscanf(file, "cpu %llu %llu %llu %llu %llu %llu %llu", &user, &nice,
+                                 &system, &idle, &iowait, &irq, &softirq);
+  std::fclose(file);
+  if (fields != 7) return NAN;
+  return static_cast<double>(user + nice + system + irq + softirq) /
+         static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double OwnBusySeconds() {
+  double seconds = 0;
+  for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+    rusage usage{};
+    getrusage(who, &usage);
+    for (const timeval& t : {usage.ru_utime, usage.ru_stime}) {
+      seconds += static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+    }
+  }
+  return seconds;
+}
+
+// How much of the machine other processes used while the runs went on.
+std::string NeighbourNote(double machine_start, double own_start, Clock::time_point start) {
+  const double others = (MachineBusySeconds() - machine_start) - (OwnBusySeconds() - own_start);
+  const double share = others / (SecondsSince(start) * std::thread::hardware_concurrency());
+  if (std::isnan(share)) return "other processes' CPU use during the runs: unknown";
+  if (share > 0.05) {
+    absl::FPrintF(stderr, "[ember-bench-engine] WARNING: other processes used %.0f%% of the CPUs\n",
+                  100 * share);
+  }
+  return absl::StrFormat("other processes used %.1f%% of the CPUs during the runs",
+                         100 * std::max(0.0, share));
+}
+
 int Main(const BenchOptions& options) {
-  absl::FPrintF(stderr, "[ember-bench-engine] making the random DAG (%d ops)\n",
+  const std::string load_note = LoadNote();
+  absl::FPrintF(stderr, "[ember-bench-engine] %s; making the random DAG (%d ops)\n", load_note,
                 options.dag.num_ops);
   const Workload dag = engine::testing::MakeRandomWorkload(options.dag);
   const auto serial_start = Clock::now();
   const std::vector<uint64_t> expected = engine::testing::RunSerial(dag);
   const double serial_ns = 1e9 * SecondsSince(serial_start) / static_cast<double>(dag.ops.size());
-  Results results;
-  bool ok = true;
-  for (const std::string& name : options.engines) {
-    ok = RunEngine(options, name, dag, expected, &results) && ok;
-  }
-  std::vector<std::string> notes;
-  ok = RunPeers(options, dag, expected, &results, &notes) && ok;
 
-  Table table = MakeTable(options, results);
-  table.notes = std::move(notes);
+  RunState state{options, dag, expected, /*run=*/0, Results(), /*dag_ok=*/true, ""};
+  const double machine_start = MachineBusySeconds();
+  const double own_start = OwnBusySeconds();
+  const auto start = Clock::now();
+  ReportSpec spec;
+  spec.notes = RunAll(&state);
+  spec.notes.push_back(NeighbourNote(machine_start, own_start, start));
+  spec.dag_ok = state.dag_ok;
+  spec.engines = options.engines;
+  spec.target_engine = kTargetEngine;
+  spec.best = options.best;
+  spec.ops = options.ops;
+  spec.dag_ops = options.dag.num_ops;
+  spec.dag_vars = options.dag.num_vars;
+  spec.idle_gap_us = options.idle_gap_us;
+  spec.options_json = JsonOptions(options);
   // The op bodies' own cost, to set against the per-op cost of each column.
-  table.notes.push_back(
+  spec.notes.push_back(
       absl::StrFormat("op body alone (RunSerial, one thread): %.0f ns/op", serial_ns));
-  table.notes.push_back(absl::StrFormat(
-      "%d hardware threads; %s of %d runs; ThreadedEngine pool_workers=%d, PerDevice "
-      "cpu_workers=%d",
-      std::thread::hardware_concurrency(), options.best ? "best" : "median", options.repeat,
-      options.pool_workers, options.cpu_workers));
-  if (!ok) table.notes.push_back("ERROR: a random DAG result differed from RunSerial");
-  PrintTable(table);
-  const std::vector<TargetResult> checks = CheckTargets(table);
-  PrintTargets(checks);
-  if (!options.json_path.empty()) WriteJson(options.json_path, options, table, checks, ok);
-  return ok ? 0 : 1;
+  spec.notes.push_back(absl::StrFormat(
+      "%s; %s of %d runs%s; ThreadedEngine pool_workers=%d, PerDevice cpu_workers=%d", load_note,
+      options.best ? "best" : "median", options.repeat,
+      options.isolate ? ", each in its own process" : "", options.pool_workers,
+      options.cpu_workers));
+  if (!state.dag_ok) spec.notes.push_back("ERROR: a random DAG result differed from RunSerial");
+  Report(spec, state.results, options.json_path);
+  return state.dag_ok ? 0 : 1;
 }
 
 }  // namespace

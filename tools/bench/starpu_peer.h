@@ -8,8 +8,8 @@
 // also reads it) on its write.
 //
 // StarPU's runtime is process-wide: at most one StarPUPeer may exist at a
-// time, and starting it is too slow to time, so a peer is made once and runs
-// several workloads.
+// time. Its idle CPU workers poll, burning their cores, so keep a peer alive
+// only while it runs; starting one takes milliseconds and is not timed.
 //
 // Thread safety: a StarPUPeer is used from one thread.
 
