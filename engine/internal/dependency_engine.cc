@@ -102,7 +102,13 @@ Var* DependencyEngine::Resolve(VarHandle handle, std::string_view where) const {
 void DependencyEngine::Normalize(VarList const_vars, VarList mutable_vars, std::string_view where,
                                  std::string_view op_name, VarLinks* links,
                                  bool check_generation) const {
-  links->clear();
+  // Sorted and merged as compact entries on the stack, then written once.
+  struct Entry {
+    Var* var;
+    uint32_t generation;
+    Access mode;
+  };
+  absl::InlinedVector<Entry, 32> entries;
   auto add = [&](VarList list, Access mode, const char* kind) {
     int position = 0;
     for (VarHandle handle : list.span()) {
@@ -114,24 +120,22 @@ void DependencyEngine::Normalize(VarList const_vars, VarList mutable_vars, std::
                                           op_name, kind, position, handle.bits(),
                                           VarTable::Describe(found)));
       }
-      links->push_back(VarLink{nullptr, var, nullptr, VarTable::GenerationOf(handle), mode});
+      entries.push_back({var, VarTable::GenerationOf(handle), mode});
       ++position;
     }
   };
   add(const_vars, Access::kRead, "const");
   add(mutable_vars, Access::kWrite, "mutable");
-  std::sort(links->begin(), links->end(),
-            [](const VarLink& a, const VarLink& b) { return a.var < b.var; });
-  size_t out = 0;
-  for (size_t i = 0; i < links->size(); ++i) {
-    VarLink& link = (*links)[i];
-    if (out > 0 && (*links)[out - 1].var == link.var) {
-      (*links)[out - 1].mode = (*links)[out - 1].mode | link.mode;
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.var < b.var; });
+  links->clear();
+  for (const Entry& entry : entries) {
+    if (!links->empty() && links->back().var == entry.var) {
+      links->back().mode = links->back().mode | entry.mode;
     } else {
-      (*links)[out++] = link;
+      links->push_back(VarLink{nullptr, entry.var, nullptr, entry.generation, entry.mode});
     }
   }
-  links->resize(out);
 }
 
 // ---- Pushing ----------------------------------------------------------------

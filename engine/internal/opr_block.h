@@ -75,7 +75,7 @@ struct OprBlock {
   // Blocks are freed on other threads than the one that made them; see
   // block_pool.h for why their memory is recycled.
   static void* operator new(std::size_t size) { return BlockPool::Allocate(size); }
-  static void operator delete(void* memory, std::size_t size) { BlockPool::Free(memory, size); }
+  static void operator delete(void* memory) { BlockPool::Free(memory); }
 
   // Hands the op an error found on one of its vars; the first one sticks.
   void InheritError(const std::exception_ptr& error);
