@@ -109,7 +109,9 @@ class OnComplete {
   internal::OprBlock* block_;
 };
 
-using AsyncFn = std::function<void(RunContext, OnStart, OnComplete)>;
+// An async op's function. The callbacks are borrowed for the call; copy
+// on_complete to complete from another thread later.
+using AsyncFn = std::function<void(RunContext, const OnStart&, const OnComplete&)>;
 using SyncFn = std::function<void(RunContext)>;
 
 // OpAttrs: how to run an op. The name is copied; it shows in errors, logs

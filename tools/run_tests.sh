@@ -5,10 +5,11 @@
 #   deps     tools/install_deps.sh
 #   default  build/ (RelWithDebInfo, gcc, CUDA code too when nvcc is found):
 #            the whole ctest suite, labels stress and install included
-#   tsan     build-tsan/ (clang, ThreadSanitizer, -Werror=thread-safety,
-#            no tools, no CUDA): ctest -L engine -LE stress
-#   asan     build-asan/ (gcc, AddressSanitizer + UBSan + LeakSanitizer,
-#            no tools, no CUDA): ctest -L engine -LE stress
+#   tsan     build-tsan/ (clang, Debug -O1, ThreadSanitizer,
+#            -Werror=thread-safety, no tools, no CUDA):
+#            ctest -L engine -LE stress
+#   asan     build-asan/ (gcc, Debug -O1, AddressSanitizer + UBSan +
+#            LeakSanitizer, no tools, no CUDA): ctest -L engine -LE stress
 # A failed stage does not stop the later ones (a failed deps stage does);
 # the run ends with one summary line per stage and exits non-zero if any
 # stage failed.
@@ -51,8 +52,8 @@ tsan_dir=${EMBER_TSAN_BUILD_DIR:-build-tsan}
 asan_dir=${EMBER_ASAN_BUILD_DIR:-build-asan}
 
 # CMake looks for nvcc on PATH only; the CUDA toolkit's usual home is added so
-# that CUDA code compiles wherever the toolkit is installed (CPU-only
-# machines included: nothing here runs a GPU).
+# that CUDA code compiles wherever the toolkit is installed, CPU-only
+# machines included (CUDA tests skip without a GPU).
 if ! command -v nvcc >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/nvcc ]]; then
   export PATH="$PATH:/usr/local/cuda/bin"
 fi
@@ -100,7 +101,7 @@ stage_tsan() {
   # Clang is also the compiler with -Wthread-safety (see the top-level
   # CMakeLists.txt); here its findings are errors.
   CC=clang CXX=clang++ cmake -S . -B "$tsan_dir" \
-    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_CXX_FLAGS="-fsanitize=thread -g -O1 -Werror=thread-safety" \
     -DEMBER_BUILD_TOOLS=OFF -DEMBER_CUDA=OFF
@@ -120,7 +121,7 @@ stage_asan() {
   UBSAN_OPTIONS="print_stacktrace=1$(suppressions ubsan)${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
   export LSAN_OPTIONS UBSAN_OPTIONS
   CC=gcc CXX=g++ cmake -S . -B "$asan_dir" \
-    -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
+    -DCMAKE_CXX_COMPILER=g++ \
     -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1" \
     -DEMBER_BUILD_TOOLS=OFF -DEMBER_CUDA=OFF

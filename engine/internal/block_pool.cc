@@ -45,8 +45,7 @@ class ThreadCache {
   }
 
   void Spill() {
-    if (Shared().size_approx() < kMaxShared &&
-        Shared().enqueue_bulk(blocks_.begin(), kBatch)) {
+    if (Shared().size_approx() < kMaxShared && Shared().enqueue_bulk(blocks_.begin(), kBatch)) {
       blocks_.erase(blocks_.begin(), blocks_.begin() + kBatch);
       return;
     }

@@ -61,7 +61,8 @@ struct ThreadBulk {
     const std::string name = fmt::format("Bulk({})", bulk.fns.size());
     Bulk::Submit(
         engine,
-        [fns = std::move(bulk.fns)](RunContext ctx, OnStart on_start, OnComplete on_complete) {
+        [fns = std::move(bulk.fns)](RunContext ctx, const OnStart& on_start,
+                                    const OnComplete& on_complete) {
           on_start();
           for (const SyncFn& fn : fns) fn(ctx);
           on_complete();

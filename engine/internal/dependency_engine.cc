@@ -177,7 +177,7 @@ void DependencyEngine::PushSync(SyncFn fn, VarList const_vars, VarList mutable_v
   if (Bulk::Append(this, fn, const_vars, mutable_vars, attrs)) return;
   FlushBulk();
   PushAsyncUnchecked(
-      [fn = std::move(fn)](RunContext ctx, OnStart on_start, OnComplete on_complete) {
+      [fn = std::move(fn)](RunContext ctx, const OnStart& on_start, const OnComplete& on_complete) {
         on_start();
         fn(ctx);
         on_complete();
@@ -224,7 +224,8 @@ void DependencyEngine::DeleteVariable(VarHandle var, SyncFn on_delete, Context c
   FlushBulk();
   executor_->CheckContext(ctx, kWhere, "DeleteVariable");
   Var* target = Resolve(var, kWhere);
-  AsyncFn fn = [on_delete = std::move(on_delete)](RunContext rc, OnStart start, OnComplete done) {
+  AsyncFn fn = [on_delete = std::move(on_delete)](RunContext rc, const OnStart& start,
+                                                  const OnComplete& done) {
     start();
     if (on_delete) on_delete(rc);
     done();
@@ -389,7 +390,7 @@ void DependencyEngine::WaitForVar(VarHandle handle) {
   Notification done;
   std::exception_ptr seen;
   PushAsyncUnchecked(
-      [&](RunContext, OnStart start, OnComplete complete) {
+      [&](RunContext, const OnStart& start, const OnComplete& complete) {
         start();
         seen = var->PeekError();
         done.Notify();

@@ -42,7 +42,7 @@ class PooledExecutor final : public Executor {
 
 class PerDeviceExecutor final : public Executor {
  public:
-  PerDeviceExecutor(const EngineOptions& options, RunFn run)
+  PerDeviceExecutor(const EngineOptions& options, const RunFn& run)
       : cpu_("ember-cpu", options.cpu_workers, MakeFifoQueue(), run, /*continuations=*/true),
         cpu_priority_("ember-cpu-prio", options.cpu_priority_workers, MakePriorityQueue(), run,
                       /*continuations=*/false) {}

@@ -150,7 +150,7 @@ class Runner {
       engine_.PushSync([this, &op](RunContext) { Body(op); }, reads, {write}, attrs);
       return;
     }
-    AsyncFn fn = [this, &op](RunContext, OnStart start, OnComplete complete) {
+    AsyncFn fn = [this, &op](RunContext, const OnStart& start, const OnComplete& complete) {
       start();
       Body(op);
       if (completer_) {

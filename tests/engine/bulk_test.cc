@@ -24,7 +24,8 @@ TEST_P(BulkTest, BulkedOpsRunInOrderAsFewerEngineOps) {
   VarHandle v = engine().NewVariable();
   engine().SetBulkSize(16);
   std::vector<int> order;
-  for (int i = 0; i < 64; ++i) engine().PushSync([&order, i](RunContext) { order.push_back(i); }, {}, {v});
+  for (int i = 0; i < 64; ++i)
+    engine().PushSync([&order, i](RunContext) { order.push_back(i); }, {}, {v});
   engine().WaitForVar(v);
   engine().SetBulkSize(0);
   ASSERT_EQ(order.size(), 64u);

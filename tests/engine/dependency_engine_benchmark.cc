@@ -19,7 +19,7 @@ std::unique_ptr<Engine> MakeEngine(EngineType type) {
   return CreateEngine(options);
 }
 
-void NoOp(RunContext, OnStart start, OnComplete done) {
+void NoOp(RunContext, const OnStart& start, const OnComplete& done) {
   start();
   done();
 }

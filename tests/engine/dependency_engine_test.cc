@@ -114,8 +114,8 @@ TEST_P(DependencyEngineTest, ReadWriteVarOrdersLikeAWrite) {
     std::lock_guard<std::mutex> lock(mu);
     order.emplace_back(what);
   };
-  engine().PushSync([&](RunContext) { std::this_thread::sleep_for(milliseconds(20)), record("read1"); },
-                    {v}, {});
+  engine().PushSync(
+      [&](RunContext) { std::this_thread::sleep_for(milliseconds(20)), record("read1"); }, {v}, {});
   engine().PushSync([&](RunContext) { record("read-write"); }, {v}, {v});
   engine().PushSync([&](RunContext) { record("read2"); }, {v}, {});
   engine().WaitForAll();
@@ -126,7 +126,7 @@ TEST_P(DependencyEngineTest, PreBuiltOperatorRunsOncePerPush) {
   VarHandle v = engine().NewVariable();
   int count = 0;
   OprHandle op = engine().NewOperator(
-      [&count](RunContext, OnStart start, OnComplete done) {
+      [&count](RunContext, const OnStart& start, const OnComplete& done) {
         start();
         ++count;
         done();
@@ -170,7 +170,7 @@ TEST_P(DependencyEngineTest, AsyncOpCompletesFromAnotherThread) {
   int value = 0;
   std::thread helper;
   engine().PushAsync(
-      [&](RunContext, OnStart start, OnComplete done) {
+      [&](RunContext, const OnStart& start, const OnComplete& done) {
         start();
         helper = std::thread([&value, done] {
           std::this_thread::sleep_for(milliseconds(10));
@@ -190,8 +190,9 @@ TEST_P(DependencyEngineTest, WaitForAllWaitsForEveryOp) {
   std::atomic<int> done{0};
   for (int i = 0; i < 100; ++i) {
     VarHandle v = engine().NewVariable();
-    engine().PushSync([&](RunContext) { std::this_thread::sleep_for(std::chrono::microseconds(100)), ++done; },
-                      {}, {v});
+    engine().PushSync(
+        [&](RunContext) { std::this_thread::sleep_for(std::chrono::microseconds(100)), ++done; },
+        {}, {v});
   }
   engine().WaitForAll();
   EXPECT_EQ(done.load(), 100);

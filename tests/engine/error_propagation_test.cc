@@ -67,7 +67,7 @@ TEST_P(ErrorPropagationTest, NoSkipOpsRunAndStillPassTheErrorOn) {
 TEST_P(ErrorPropagationTest, AsyncOpReportsErrorThroughOnComplete) {
   VarHandle v = engine().NewVariable();
   engine().PushAsync(
-      [](RunContext, OnStart start, OnComplete done) {
+      [](RunContext, const OnStart& start, const OnComplete& done) {
         start();
         done(std::make_exception_ptr(OpFailure("reported")));
       },

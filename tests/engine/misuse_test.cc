@@ -45,10 +45,15 @@ TEST_P(MisuseTest, BadVarListsAreRefusedWithWhereAndWhat) {
   for (const auto& b : bad) {
     SCOPED_TRACE(b.why);
     ExpectThrowWith<InvalidArgument>(
-        [&] { engine().PushSync([](RunContext) {}, {good, b.var}, {}, {.name = "bad"}); },
+        [&] {
+          engine().PushSync([](RunContext) {}, {good, b.var}, {}, {.name = "bad"});
+        },
         {"[Engine::PushSync] op 'bad'", "const var #1", b.why});
     ExpectThrowWith<InvalidArgument>(
-        [&] { engine().PushAsync([](RunContext, OnStart, OnComplete) {}, {}, {b.var}, {.name = "bad"}); },
+        [&] {
+          engine().PushAsync([](RunContext, const OnStart&, const OnComplete&) {}, {}, {b.var},
+                             {.name = "bad"});
+        },
         {"[Engine::PushAsync] op 'bad'", "mutable var #0", b.why});
     ExpectThrowWith<InvalidArgument>([&] { engine().WaitForVar(b.var); },
                                      {"[Engine::WaitForVar]", b.why});
@@ -78,8 +83,7 @@ TEST_P(MisuseTest, StaleHandleDoesNotReachAReusedSlot) {
 TEST_P(MisuseTest, WaitingInsideAnOpIsAnError) {
   VarHandle other = engine().NewVariable();
   VarHandle out = engine().NewVariable();
-  engine().PushSync([&](RunContext) { engine().WaitForVar(other); }, {}, {out},
-                    {.name = "waiter"});
+  engine().PushSync([&](RunContext) { engine().WaitForVar(other); }, {}, {out}, {.name = "waiter"});
   ExpectThrowWith<UsageError>([&] { engine().WaitForVar(out); },
                               {"[Engine::WaitForVar] called from inside op 'waiter'"});
   engine().PushSync([&](RunContext) { engine().WaitForAll(); }, {}, {out}, {.name = "waiter2"});
@@ -92,7 +96,7 @@ TEST_P(MisuseTest, CompletingTwiceIsAnError) {
   std::string second_call;
   internal::Notification tried;  // the op runs on after its first done()
   engine().PushAsync(
-      [&](RunContext, OnStart start, OnComplete done) {
+      [&](RunContext, const OnStart& start, const OnComplete& done) {
         start();
         done();
         try {

@@ -51,8 +51,8 @@ TEST_P(StressTest, TenMillionPushesWithoutWaitKeepMemoryFlat) {
   constexpr int64_t kOps = 10'000'000;
   int64_t after_first_million = 0;
   for (int64_t i = 0; i < kOps; ++i) {
-    engine->PushAsync([](RunContext, OnStart, OnComplete done) { done(); }, {vars[i % 4]},
-                      {vars[(i + 1) % 4]});
+    engine->PushAsync([](RunContext, const OnStart&, const OnComplete& done) { done(); },
+                      {vars[i % 4]}, {vars[(i + 1) % 4]});
     if (i == 1'000'000) after_first_million = ResidentBytes();
   }
   const int64_t at_end = ResidentBytes();

@@ -21,7 +21,8 @@ TEST(PriorityQueueTest, HighestPriorityFirstThenPushOrder) {
   const int priorities[] = {0, 5, -3, 5, 0, 9};
   for (int i = 0; i < 6; ++i) {
     op->Ref();
-    blocks.push_back(std::make_unique<internal::OprBlock>(nullptr, op, Context::CPU(), priorities[i]));
+    blocks.push_back(
+        std::make_unique<internal::OprBlock>(nullptr, op, Context::CPU(), priorities[i]));
     blocks.back()->seq = i;
     queue->Push(blocks.back().get());
   }
