@@ -46,9 +46,15 @@ TEST_P(InFlightBoundTest, PusherBlocksPastTheBound) {
       ++pushed;
     }
   });
+  // The blocker and the pusher's first kBound - 1 ops fill the bound; the
+  // next push must block until the blocker is released.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (pushed.load() < kBound - 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(pushed.load(), kBound - 1) << "pushes blocked below the bound";
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_LE(pushed.load(), kBound) << "pushes went past the in-flight bound";
-  EXPECT_GE(pushed.load(), kBound - 1) << "pushes blocked below the bound";
+  EXPECT_EQ(pushed.load(), kBound - 1) << "pushes went past the in-flight bound";
   release.Notify();
   pusher.join();
   engine_->WaitForAll();
