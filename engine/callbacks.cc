@@ -1,6 +1,6 @@
 // OnStart and OnComplete: the handles an async op gets to report progress.
-// Each holds a reference on the op's block, so that a late or repeated call
-// is detected instead of touching freed memory.
+// Each holds a reference on the op's block (BlockRef), so that a late or
+// repeated call is detected instead of touching freed memory.
 
 #include <fmt/format.h>
 
@@ -10,44 +10,38 @@
 #include "engine/internal/opr_block.h"
 
 namespace ember::engine {
+namespace internal {
 
-using internal::OprBlock;
-
-OnStart::OnStart(OprBlock* block) : block_(block) { block_->Ref(); }
-OnStart::OnStart(const OnStart& other) : block_(other.block_) { block_->Ref(); }
-OnStart::OnStart(OnStart&& other) noexcept : block_(std::exchange(other.block_, nullptr)) {}
-OnStart& OnStart::operator=(OnStart other) noexcept {
+BlockRef::BlockRef(OprBlock* block) : block_(block) { block_->Ref(); }
+BlockRef::BlockRef(const BlockRef& other) : block_(other.block_) { block_->Ref(); }
+BlockRef::BlockRef(BlockRef&& other) noexcept : block_(std::exchange(other.block_, nullptr)) {}
+BlockRef& BlockRef::operator=(BlockRef other) noexcept {
   std::swap(block_, other.block_);
   return *this;
 }
-OnStart::~OnStart() {
+BlockRef::~BlockRef() {
   if (block_ != nullptr) block_->Unref();
 }
+
+OprBlock* BlockRef::block(const char* who) const {
+  if (block_ == nullptr) throw UsageError(fmt::format("[{}] called on a moved-from callback", who));
+  return block_;
+}
+
+}  // namespace internal
 
 void OnStart::operator()() const {
-  if (block_ == nullptr) throw UsageError("[OnStart] called on a moved-from callback");
-  block_->engine->OnOpStart(block_);
-}
-
-OnComplete::OnComplete(OprBlock* block) : block_(block) { block_->Ref(); }
-OnComplete::OnComplete(const OnComplete& other) : block_(other.block_) { block_->Ref(); }
-OnComplete::OnComplete(OnComplete&& other) noexcept
-    : block_(std::exchange(other.block_, nullptr)) {}
-OnComplete& OnComplete::operator=(OnComplete other) noexcept {
-  std::swap(block_, other.block_);
-  return *this;
-}
-OnComplete::~OnComplete() {
-  if (block_ != nullptr) block_->Unref();
+  internal::OprBlock* op = block("OnStart");
+  op->engine->OnOpStart(op);
 }
 
 void OnComplete::operator()(std::exception_ptr error) const {
-  if (block_ == nullptr) throw UsageError("[OnComplete] called on a moved-from callback");
-  if (block_->completed.exchange(true, std::memory_order_acq_rel)) {
+  internal::OprBlock* op = block("OnComplete");
+  if (op->completed.exchange(true, std::memory_order_acq_rel)) {
     throw UsageError(
-        fmt::format("[OnComplete] op '{}' completed twice: call it exactly once", block_->name));
+        fmt::format("[OnComplete] op '{}' completed twice: call it exactly once", op->name));
   }
-  block_->engine->OnOpComplete(block_, std::move(error));
+  op->engine->OnOpComplete(op, std::move(error));
 }
 
 }  // namespace ember::engine

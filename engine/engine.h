@@ -75,38 +75,49 @@ class VarList {
   std::span<const VarHandle> vars_;
 };
 
+namespace internal {
+// BlockRef: a counted reference to an op in flight, the common part of
+// OnStart and OnComplete. Holding one keeps the op's bookkeeping alive, so a
+// late or repeated call is detected instead of touching freed memory.
+class BlockRef {
+ public:
+  BlockRef(const BlockRef& other);
+  BlockRef(BlockRef&& other) noexcept;
+  BlockRef& operator=(BlockRef other) noexcept;
+  ~BlockRef();
+
+ protected:
+  explicit BlockRef(OprBlock* block);
+  // The op, or throws UsageError naming `who` for a moved-from callback.
+  OprBlock* block(const char* who) const;
+
+ private:
+  OprBlock* block_;
+};
+}  // namespace internal
+
 // OnStart: called by an async op before it touches its vars' data (on the GPU
 // this is where the op's stream waits for its inputs). Calling it more than
 // once is harmless. Copyable; copies may be called from any thread.
-class OnStart {
+class OnStart : public internal::BlockRef {
  public:
-  OnStart(const OnStart& other);
-  OnStart(OnStart&& other) noexcept;
-  OnStart& operator=(OnStart other) noexcept;
-  ~OnStart();
   void operator()() const;
 
  private:
   friend struct internal::OprBlock;
-  explicit OnStart(internal::OprBlock* block);
-  internal::OprBlock* block_;
+  using BlockRef::BlockRef;
 };
 
 // OnComplete: called exactly once by an async op when it is done, with the
 // error it failed with or null. A second call throws UsageError. Copyable;
 // the op may hand it to another thread and call it there.
-class OnComplete {
+class OnComplete : public internal::BlockRef {
  public:
-  OnComplete(const OnComplete& other);
-  OnComplete(OnComplete&& other) noexcept;
-  OnComplete& operator=(OnComplete other) noexcept;
-  ~OnComplete();
   void operator()(std::exception_ptr error = nullptr) const;
 
  private:
   friend struct internal::OprBlock;
-  explicit OnComplete(internal::OprBlock* block);
-  internal::OprBlock* block_;
+  using BlockRef::BlockRef;
 };
 
 // An async op's function. The callbacks are borrowed for the call; copy
