@@ -39,7 +39,16 @@ function(ember_test)
   if(NOT ET_TIMEOUT)
     set(ET_TIMEOUT 300)
   endif()
-  gtest_discover_tests(${ET_NAME}
-    DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${ET_LABELS}" TIMEOUT ${ET_TIMEOUT})
+  gtest_discover_tests(${ET_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${ET_TIMEOUT})
+  # Labels are set by a script of our own: gtest_discover_tests flattens a
+  # list-valued LABELS ("engine;stress") into separate property arguments,
+  # which drops every label but the first.
+  if(ET_LABELS)
+    set(labels_script ${CMAKE_CURRENT_BINARY_DIR}/${ET_NAME}_labels.cmake)
+    file(WRITE ${labels_script}
+      "if(${ET_NAME}_TESTS)\n"
+      "  set_tests_properties(\${${ET_NAME}_TESTS} PROPERTIES LABELS \"${ET_LABELS}\")\n"
+      "endif()\n")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_script})
+  endif()
 endfunction()

@@ -96,7 +96,13 @@ stage_tsan() {
   # still running can report races; every ctest case is its own process, so
   # that second would add minutes. The engine joins its workers before exit,
   # and 200 ms still leaves stragglers time to report.
-  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=200$(suppressions tsan)${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+  # die_after_fork=0: the fork test's child starts a fresh engine's threads,
+  # which TSan refuses by default after a multithreaded fork; the child
+  # touches nothing the parent's threads held.
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=200:die_after_fork=0$(suppressions tsan)${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+  # Sanitized tests run several times slower than the per-test deadline's
+  # default assumes.
+  export EMBER_TEST_DEADLINE_S=${EMBER_TEST_DEADLINE_S:-600}
   export TSAN_OPTIONS
   # Clang is also the compiler with -Wthread-safety (see the top-level
   # CMakeLists.txt); here its findings are errors.
@@ -120,6 +126,7 @@ stage_asan() {
   LSAN_OPTIONS=${LSAN_OPTIONS#:}
   UBSAN_OPTIONS="print_stacktrace=1$(suppressions ubsan)${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
   export LSAN_OPTIONS UBSAN_OPTIONS
+  export EMBER_TEST_DEADLINE_S=${EMBER_TEST_DEADLINE_S:-600}
   CC=gcc CXX=g++ cmake -S . -B "$asan_dir" \
     -DCMAKE_CXX_COMPILER=g++ \
     -DCMAKE_BUILD_TYPE=Debug \

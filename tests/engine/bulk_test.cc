@@ -1,6 +1,7 @@
 // Bulk execution of PushSync: consecutive sync ops of one thread merge into
 // one engine op, with the same results and error semantics.
 
+#include <cstdint>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -35,7 +36,7 @@ TEST_P(BulkTest, BulkedOpsRunInOrderAsFewerEngineOps) {
 
 TEST_P(BulkTest, BulkOfDependentOpsMatchesSerial) {
   std::vector<VarHandle> vars;
-  std::vector<long> data(8, 1), expected(8, 1);
+  std::vector<uint64_t> data(8, 1), expected(8, 1);  // wraps, never overflows
   for (int i = 0; i < 8; ++i) vars.push_back(engine().NewVariable());
   engine().SetBulkSize(7);
   for (int i = 0; i < 500; ++i) {
