@@ -94,6 +94,7 @@ int Run(const StressOptions& options) {
   std::printf("engine %s, %d ops over %d vars, %d pushing thread(s)\n",
               std::string(engine.name()).c_str(), options.spec.num_ops, options.spec.num_vars,
               options.run.push_threads);
+  std::fflush(stdout);  // before the progress lines on stderr
   const auto workload = ember::engine::testing::MakeRandomWorkload(options.spec);
   const auto expected = ember::engine::testing::RunSerial(workload);
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Quick start (README command 1): installs the dependencies, builds Ember in
-# Release mode in build/ with every core, and runs the main job, the engine
-# stress tool: a million ops of a random workload, each result checked. Exits
-# non-zero if any step fails or the stress tool finds a wrong result.
+# build/ (RelWithDebInfo: -O2 -g, the build tools/run_tests.sh uses too) with
+# every core, and runs the main job, the engine stress tool: a million ops of
+# a random workload, each result checked. Exits non-zero if any step fails or
+# the stress tool finds a wrong result.
 #
 # Usage: tools/quickstart.sh [--no-deps]
 #   --no-deps   skip tools/install_deps.sh
@@ -38,8 +39,8 @@ if ((deps)); then
   tools/install_deps.sh
 fi
 
-banner "configure (Release, build/)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+banner "configure (RelWithDebInfo, build/)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 banner "build (-j$(nproc))"
 cmake --build build -j "$(nproc)"
