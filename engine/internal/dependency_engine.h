@@ -84,14 +84,17 @@ class DependencyEngine final : public Engine {
   void ForgetError(const std::exception_ptr& error);
   void FlushBulk();
 
+  // Constant after construction.
   const EngineOptions options_;
   const std::string name_;
   const uint64_t fork_generation_;
   const uint64_t id_;
+
+  // Thread-safe by themselves.
   VarTable vars_;
   InFlight in_flight_;
   std::atomic<uint64_t> next_seq_{0};
-  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<Executor> executor_;  // the pointer is constant
 
   Mutex error_mu_;
   std::exception_ptr first_error_ ABSL_GUARDED_BY(error_mu_);
