@@ -41,4 +41,11 @@ class Unavailable : public Error {
   using Error::Error;
 };
 
+// CudaError: a CUDA call failed. The message names the call's purpose, the
+// CUDA error and the source location of the check.
+class CudaError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace ember
