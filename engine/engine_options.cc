@@ -76,6 +76,14 @@ EngineOptions EngineOptions::FromEnv() {
       IntFromEnv("EMBER_CPU_PRIORITY_NTHREADS", options.cpu_priority_workers, 1, kMaxThreads);
   options.pool_workers =
       IntFromEnv("EMBER_NUM_WORKER_THREADS", options.pool_workers, 1, kMaxThreads);
+  options.gpu_workers =
+      IntFromEnv("EMBER_GPU_WORKER_NTHREADS", options.gpu_workers, 1, kMaxThreads);
+  options.gpu_copy_workers =
+      IntFromEnv("EMBER_GPU_COPY_NTHREADS", options.gpu_copy_workers, 1, kMaxThreads);
+  options.gpu_priority_workers =
+      IntFromEnv("EMBER_GPU_PRIORITY_NTHREADS", options.gpu_priority_workers, 1, kMaxThreads);
+  options.gpu_event_pool_size =
+      IntFromEnv("EMBER_GPU_EVENT_POOL_SIZE", options.gpu_event_pool_size, 0, 1 << 20);
   options.max_in_flight =
       IntFromEnv("EMBER_ENGINE_MAX_INFLIGHT", options.max_in_flight, 1, 1 << 30);
   options.bulk_size = IntFromEnv("EMBER_ENGINE_BULK_SIZE", options.bulk_size, 0, 1 << 20);

@@ -32,6 +32,13 @@ struct EngineOptions {
   int cpu_workers = 1;           // ThreadedEnginePerDevice: normal CPU workers
   int cpu_priority_workers = 2;  // ThreadedEnginePerDevice: CPU priority workers
   int pool_workers = 2;          // ThreadedEngine: workers of the shared pool
+  // ThreadedEnginePerDevice, per GPU: normal workers, copy-in and copy-out
+  // workers (each kind gets this many), priority workers.
+  int gpu_workers = 2;
+  int gpu_copy_workers = 1;
+  int gpu_priority_workers = 2;
+  // Free CUDA events kept per GPU for reuse (the Async engines).
+  int gpu_event_pool_size = 256;
   // Bound on pushed-but-unfinished ops. A thread that is not an engine worker
   // blocks in Push* while this many are in flight; workers never block.
   int max_in_flight = 1 << 16;

@@ -43,7 +43,9 @@ DependencyEngine::DependencyEngine(const EngineOptions& options)
       id_(NextEngineId()),
       vars_(static_cast<uint16_t>(id_ % 0xFFFF + 1)),
       in_flight_(options.max_in_flight),
-      executor_(MakeExecutor(options, [this](OprBlock* block) { Execute(block); })) {
+      backend_(MakeGpuBackend(options)),
+      executor_(MakeExecutor(options, backend_ ? backend_->device_count() : 0,
+                             [this](OprBlock* block) { Execute(block); })) {
   Bulk::Register(this);
   Log().debug("{} started (engine #{})", name_, id_);
 }
@@ -52,8 +54,10 @@ DependencyEngine::~DependencyEngine() {
   if (ForkGeneration() != fork_generation_) {
     Bulk::Unregister(this);
     // A child after fork(): the workers and whatever they held do not exist
-    // here. Forget them; the parent's copy of this engine is unaffected.
+    // here, nor does a usable CUDA context. Forget them; the parent's copy of
+    // this engine is unaffected.
     executor_->AbandonAfterFork();
+    (void)backend_.release();
     return;
   }
   try {
@@ -322,7 +326,8 @@ void DependencyEngine::Execute(OprBlock* block) {
     // on the exception ends before other threads can see it.
     std::exception_ptr error;
     try {
-      block->fn(RunContext{block->ctx, nullptr, block->name}, block->MakeOnStart(),
+      if (block->ctx.is_gpu()) block->stream = backend_->StreamForThread(block->ctx.device_id);
+      block->fn(RunContext{block->ctx, block->stream.cuda, block->name}, block->MakeOnStart(),
                 block->MakeOnComplete());
     } catch (...) {
       error = std::current_exception();
@@ -337,12 +342,26 @@ void DependencyEngine::Execute(OprBlock* block) {
   block->Unref();  // the engine's reference; callbacks may still hold theirs
 }
 
+// Without GPUs, nothing: an op's inputs are complete when it is dispatched.
+// With them, a GPU op's stream waits for its inputs' GPU work (Async), and a
+// CPU op host-waits for it (Async; the plain engines synced it already).
 void DependencyEngine::OnOpStart(OprBlock* block) {
-  // CPU ops need nothing: their inputs are complete when they are dispatched.
-  // GPU stream waits and profiling hooks arrive with the GPU engine.
+  if (backend_ == nullptr) return;
+  if (block->ctx.is_gpu()) {
+    backend_->OnStartGpu(block);
+  } else if (options_.async_gpu) {
+    backend_->OnStartCpu(block);
+  }
 }
 
 void DependencyEngine::OnOpComplete(OprBlock* block, std::exception_ptr error) {
+  if (!error && block->stream.sync != nullptr) {
+    try {
+      backend_->OnCompleteGpu(block);  // a failed launch is the op's error
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
   if (error) {
     RecordError(error);
   } else {
@@ -365,6 +384,7 @@ void DependencyEngine::ReleaseVars(OprBlock* block, const std::exception_ptr& er
   ReadyList ready;
   for (VarLink& link : block->links) {
     if (block->deletes_var) {
+      if (backend_ != nullptr) backend_->ForgetVar(link.var);
       vars_.Recycle(link.var);
     } else if (Writes(link.mode)) {
       link.var->CompleteWrite(error, &ready);
@@ -415,6 +435,7 @@ void DependencyEngine::WaitForAll() {
   CheckUsable("Engine::WaitForAll", /*in_op_ok=*/false);
   FlushBulk();
   in_flight_.WaitIdle();
+  if (backend_ != nullptr) backend_->SynchronizeAll();  // the Async engines' GPU work
   std::exception_ptr error;
   {
     MutexLock lock(&error_mu_);

@@ -22,6 +22,7 @@
 
 #include "engine/engine.h"
 #include "engine/internal/executors.h"
+#include "engine/internal/gpu_backend.h"
 #include "engine/internal/in_flight.h"
 #include "engine/internal/mutex.h"
 #include "engine/internal/opr_block.h"
@@ -94,7 +95,10 @@ class DependencyEngine final : public Engine {
   VarTable vars_;
   InFlight in_flight_;
   std::atomic<uint64_t> next_seq_{0};
-  std::unique_ptr<Executor> executor_;  // the pointer is constant
+  // Null without GPUs. Declared before the executor: it outlives the workers
+  // that use its streams.
+  std::unique_ptr<GpuBackend> backend_;  // the pointer is constant
+  std::unique_ptr<Executor> executor_;   // the pointer is constant
 
   Mutex error_mu_;
   std::exception_ptr first_error_ ABSL_GUARDED_BY(error_mu_);

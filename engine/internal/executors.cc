@@ -1,5 +1,7 @@
 #include "engine/internal/executors.h"
 
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "engine/error.h"
@@ -9,17 +11,17 @@
 namespace ember::engine::internal {
 
 void Executor::CheckContext(Context ctx, std::string_view where, std::string_view op) const {
-  if (!ctx.is_gpu()) return;
-  throw Unavailable(fmt::format(
-      "[{}] op '{}': context {} is not available: this engine has no GPU workers (0 GPUs)", where,
-      op, ctx.ToString()));
+  if (!ctx.is_gpu() || (ctx.device_id >= 0 && ctx.device_id < gpus_)) return;
+  throw Unavailable(
+      fmt::format("[{}] op '{}': context {} is not available: this engine has {} GPU(s)", where, op,
+                  ctx.ToString(), gpus_));
 }
 
 namespace {
 
 class InlineExecutor final : public Executor {
  public:
-  explicit InlineExecutor(RunFn run) : run_(std::move(run)) {}
+  InlineExecutor(int gpus, RunFn run) : Executor(gpus), run_(std::move(run)) {}
   void Dispatch(OprBlock* block, bool /*continuation*/) override { run_(block); }
   bool inline_dispatch() const override { return true; }
 
@@ -29,8 +31,9 @@ class InlineExecutor final : public Executor {
 
 class PooledExecutor final : public Executor {
  public:
-  PooledExecutor(const EngineOptions& options, RunFn run)
-      : pool_("ember-pool", options.pool_workers, MakeFifoQueue(), std::move(run),
+  PooledExecutor(const EngineOptions& options, int gpus, RunFn run)
+      : Executor(gpus),
+        pool_("ember-pool", options.pool_workers, MakeFifoQueue(), std::move(run),
               /*continuations=*/true) {}
   void Dispatch(OprBlock* block, bool continuation) override { pool_.Push(block, continuation); }
   void Stop() override { pool_.Stop(); }
@@ -40,15 +43,57 @@ class PooledExecutor final : public Executor {
   WorkerPool pool_;
 };
 
+// The pools of one device: one per kind of work, so that copies and
+// prioritized ops never queue behind normal ones.
+struct DevicePools {
+  DevicePools(const std::string& device, int normal, int copies, int priority,
+              const Executor::RunFn& run)
+      : normal(device, normal, MakeFifoQueue(), run, /*continuations=*/true),
+        copy_in(device + "-in", copies, MakeFifoQueue(), run, /*continuations=*/true),
+        copy_out(device + "-out", copies, MakeFifoQueue(), run, /*continuations=*/true),
+        priority(device + "-prio", priority, MakePriorityQueue(), run, /*continuations=*/false) {}
+
+  WorkerPool& For(FnProperty prop) {
+    switch (prop) {
+      case FnProperty::kCopyToGPU:
+        return copy_in;
+      case FnProperty::kCopyFromGPU:
+        return copy_out;
+      case FnProperty::kCPUPrioritized:
+      case FnProperty::kGPUPrioritized:
+        return priority;
+      default:
+        return normal;
+    }
+  }
+  void ForEach(const std::function<void(WorkerPool&)>& fn) {
+    for (WorkerPool* pool : {&normal, &copy_in, &copy_out, &priority}) fn(*pool);
+  }
+
+  WorkerPool normal;
+  WorkerPool copy_in;
+  WorkerPool copy_out;
+  WorkerPool priority;
+};
+
 class PerDeviceExecutor final : public Executor {
  public:
-  PerDeviceExecutor(const EngineOptions& options, const RunFn& run)
-      : cpu_("ember-cpu", options.cpu_workers, MakeFifoQueue(), run, /*continuations=*/true),
+  PerDeviceExecutor(const EngineOptions& options, int gpus, const RunFn& run)
+      : Executor(gpus),
+        cpu_("ember-cpu", options.cpu_workers, MakeFifoQueue(), run, /*continuations=*/true),
         cpu_priority_("ember-cpu-prio", options.cpu_priority_workers, MakePriorityQueue(), run,
-                      /*continuations=*/false) {}
+                      /*continuations=*/false) {
+    for (int d = 0; d < gpus; ++d) {
+      gpu_.push_back(std::make_unique<DevicePools>(fmt::format("ember-gpu{}", d),
+                                                   options.gpu_workers, options.gpu_copy_workers,
+                                                   options.gpu_priority_workers, run));
+    }
+  }
 
   void Dispatch(OprBlock* block, bool continuation) override {
-    if (block->prop == FnProperty::kCPUPrioritized) {
+    if (block->ctx.is_gpu()) {
+      gpu_[block->ctx.device_id]->For(block->prop).Push(block, continuation);
+    } else if (block->prop == FnProperty::kCPUPrioritized) {
       cpu_priority_.Push(block, continuation);
     } else {
       cpu_.Push(block, continuation);
@@ -57,27 +102,31 @@ class PerDeviceExecutor final : public Executor {
   void Stop() override {
     cpu_.Stop();
     cpu_priority_.Stop();
+    for (auto& device : gpu_) device->ForEach([](WorkerPool& pool) { pool.Stop(); });
   }
   void AbandonAfterFork() override {
     cpu_.AbandonAfterFork();
     cpu_priority_.AbandonAfterFork();
+    for (auto& device : gpu_) device->ForEach([](WorkerPool& pool) { pool.AbandonAfterFork(); });
   }
 
  private:
   WorkerPool cpu_;
   WorkerPool cpu_priority_;
+  std::vector<std::unique_ptr<DevicePools>> gpu_;
 };
 
 }  // namespace
 
-std::unique_ptr<Executor> MakeExecutor(const EngineOptions& options, Executor::RunFn run) {
+std::unique_ptr<Executor> MakeExecutor(const EngineOptions& options, int gpus,
+                                       Executor::RunFn run) {
   switch (options.type) {
     case EngineType::kNaive:
-      return std::make_unique<InlineExecutor>(std::move(run));
+      return std::make_unique<InlineExecutor>(gpus, std::move(run));
     case EngineType::kThreaded:
-      return std::make_unique<PooledExecutor>(options, std::move(run));
+      return std::make_unique<PooledExecutor>(options, gpus, std::move(run));
     case EngineType::kThreadedPerDevice:
-      return std::make_unique<PerDeviceExecutor>(options, std::move(run));
+      return std::make_unique<PerDeviceExecutor>(options, gpus, run);
   }
   throw InvalidArgument("[MakeExecutor] unknown engine type");
 }

@@ -5,12 +5,15 @@
 // the types differ only here:
 //   NaiveEngine              every op runs at once, on the thread that
 //                            makes it ready (the pusher, in practice)
-//   ThreadedEngine           one shared pool, FIFO
-//   ThreadedEnginePerDevice  a normal CPU pool (FIFO) and a CPU priority
-//                            pool (highest priority first) for
-//                            kCPUPrioritized ops
-// GPU contexts get their workers with the GPU engine; until then a GPU
-// context is refused at push time by CheckContext.
+//   ThreadedEngine           one shared pool, FIFO, CPU and GPU ops alike;
+//                            each worker has its own stream per GPU, so GPU
+//                            ops spread over the workers' streams
+//   ThreadedEnginePerDevice  a normal CPU pool (FIFO), a CPU priority pool
+//                            (highest priority first) for kCPUPrioritized
+//                            ops, and per GPU a normal pool, a copy-in pool
+//                            (kCopyToGPU), a copy-out pool (kCopyFromGPU)
+//                            and a priority pool (kGPUPrioritized), every
+//                            GPU worker with a stream of its own
 //
 // Thread safety: Dispatch and CheckContext are thread-safe.
 
@@ -30,8 +33,10 @@ class Executor {
   using RunFn = std::function<void(OprBlock*)>;
   virtual ~Executor() = default;
 
-  // Throws Unavailable when this executor cannot run ops on `ctx`.
-  virtual void CheckContext(Context ctx, std::string_view where, std::string_view op) const;
+  explicit Executor(int gpus) : gpus_(gpus) {}
+
+  // Throws Unavailable when `ctx` names a GPU this engine does not have.
+  void CheckContext(Context ctx, std::string_view where, std::string_view op) const;
 
   // Runs `block` now or hands it to a worker. `continuation`: the calling
   // thread made `block` ready by finishing its own op, and (if it is a
@@ -45,8 +50,12 @@ class Executor {
   virtual void Stop() {}
   // Forgets the workers in a child after fork() (they do not exist there).
   virtual void AbandonAfterFork() {}
+
+ private:
+  const int gpus_;
 };
 
-std::unique_ptr<Executor> MakeExecutor(const EngineOptions& options, Executor::RunFn run);
+// An executor for options.type with workers for `gpus` GPUs.
+std::unique_ptr<Executor> MakeExecutor(const EngineOptions& options, int gpus, Executor::RunFn run);
 
 }  // namespace ember::engine::internal

@@ -26,6 +26,7 @@
 #include "engine/engine.h"
 #include "engine/internal/access.h"
 #include "engine/internal/block_pool.h"
+#include "engine/internal/gpu_backend.h"
 #include "engine/internal/var.h"
 
 namespace ember::engine::internal {
@@ -108,6 +109,8 @@ struct OprBlock {
   bool deletes_var = false;
   // Set by a synchronous (Naive) push that waits for this op.
   Notification* done = nullptr;
+  // GPU ops: the stream of the thread that runs the op (set when it runs).
+  ThreadStream stream;
 
  private:
   AsyncFn own_fn_;

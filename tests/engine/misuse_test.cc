@@ -112,11 +112,19 @@ TEST_P(MisuseTest, CompletingTwiceIsAnError) {
   EXPECT_THAT(second_call, HasSubstr("[OnComplete] op 'twice' completed twice"));
 }
 
-TEST_P(MisuseTest, GpuContextWithoutGpuIsUnavailable) {
+// No machine has 1000 GPUs; without any GPU (CI), gpu(0) is refused alike.
+TEST_P(MisuseTest, GpuThatDoesNotExistIsUnavailable) {
   VarHandle v = engine().NewVariable();
   ExpectThrowWith<Unavailable>(
-      [&] { engine().PushSync([](RunContext) {}, {}, {v}, {.ctx = Context::GPU(0), .name = "k"}); },
-      {"[Engine::PushSync] op 'k'", "gpu(0) is not available"});
+      [&] {
+        engine().PushSync([](RunContext) {}, {}, {v}, {.ctx = Context::GPU(1000), .name = "k"});
+      },
+      {"[Engine::PushSync] op 'k'", "gpu(1000) is not available: this engine has", "GPU(s)"});
+  ExpectThrowWith<Unavailable>(
+      [&] {
+        engine().PushSync([](RunContext) {}, {}, {v}, {.ctx = Context::GPU(-1), .name = "k"});
+      },
+      {"gpu(-1) is not available"});
 }
 
 TEST_P(MisuseTest, EmptyFunctionAndNegativeBulkSizeAreRefused) {

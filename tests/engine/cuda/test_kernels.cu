@@ -34,7 +34,29 @@ __global__ void CheckedIncrement(int* counter, int expected, int* errors, int de
   *value = expected + 1;
 }
 
+__device__ uint64_t SplitMix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+__global__ void Apply(uint64_t* data, DeviceOp op) {
+  SpinFor(op.delay_us);
+  uint64_t acc = SplitMix(op.id);
+  for (int k = 0; k < op.num_reads; ++k) acc = SplitMix(acc ^ (data[op.reads[k]] + k));
+  data[op.write] = acc;
+}
+
+__global__ void Nothing() {}
+
 }  // namespace
+
+void LaunchApply(cudaStream_t stream, uint64_t* data, const DeviceOp& op) {
+  Apply<<<1, 1, 0, stream>>>(data, op);
+}
+
+void LaunchInvalid(cudaStream_t stream) { Nothing<<<1, 4096, 0, stream>>>(); }
 
 void LaunchDelayedStore(cudaStream_t stream, int* dst, int value, int delay_us) {
   DelayedStore<<<1, 1, 0, stream>>>(dst, value, delay_us);

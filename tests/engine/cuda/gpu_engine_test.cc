@@ -1,0 +1,247 @@
+// The engine with GPU ops, on every engine type, plain and Async: GPU ops run
+// on their workers' streams and hand dependencies on through host syncs
+// (plain) or CUDA events (Async); CPU ops see the GPU's final writes; errors
+// of launches travel like CPU errors. Skipped without a CUDA device.
+
+#include <chrono>
+#include <random>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+#include "engine/error.h"
+#include "engine/internal/cuda/cuda_check.h"
+#include "engine/testing/random_workload.h"
+#include "tests/engine/cuda/test_kernels.h"
+
+namespace ember::engine::testing {
+namespace {
+
+using internal::CudaCheck;
+using ::testing::HasSubstr;
+
+struct GpuCase {
+  EngineType type;
+  bool async;
+};
+
+std::string GpuCaseName(const ::testing::TestParamInfo<GpuCase>& info) {
+  return std::string(ToString(info.param.type)) + (info.param.async ? "Async" : "");
+}
+
+// The workload's function over pinned memory, which CPU ops and GPU kernels
+// both use. Same formula as ApplyOp (and the Apply kernel).
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+void HostApply(const WorkloadOp& op, uint64_t* data) {
+  uint64_t acc = Mix(op.id);
+  for (size_t k = 0; k < op.reads.size(); ++k) acc = Mix(acc ^ (data[op.reads[k]] + k));
+  data[op.write] = acc;
+}
+
+class GpuEngineTest : public ::testing::TestWithParam<GpuCase> {
+ protected:
+  void SetUp() override {
+    if (internal::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
+    EngineOptions options;
+    options.type = GetParam().type;
+    options.async_gpu = GetParam().async;
+    options.cpu_workers = 2;
+    options.pool_workers = 4;
+    engine_ = CreateEngine(options);
+  }
+
+  std::unique_ptr<Engine> engine_;
+};
+
+// The workload test of the brief: random ops over random vars, each a CPU
+// op or a GPU kernel of random length on a random GPU worker kind, with
+// random properties; the result must equal the serial run exactly.
+TEST_P(GpuEngineTest, RandomCpuGpuWorkloadMatchesSerialRun) {
+  WorkloadSpec spec;
+  spec.num_ops = 3000;
+  spec.num_vars = 40;
+  spec.min_reads = 1;
+  spec.max_reads = 6;
+  spec.seed = 99;
+  const Workload workload = MakeRandomWorkload(spec);
+  uint64_t* data = nullptr;
+  CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&data), workload.num_vars * sizeof(uint64_t)),
+            "cudaMallocHost");
+  std::copy(workload.initial.begin(), workload.initial.end(), data);
+  std::vector<VarHandle> vars;
+  for (int v = 0; v < workload.num_vars; ++v) vars.push_back(engine_->NewVariable());
+
+  std::mt19937 rng(3);
+  constexpr FnProperty kGpuProps[] = {FnProperty::kNormal,      FnProperty::kCopyToGPU,
+                                      FnProperty::kCopyFromGPU, FnProperty::kGPUPrioritized,
+                                      FnProperty::kNoSkip,      FnProperty::kAsync};
+  constexpr FnProperty kCpuProps[] = {FnProperty::kNormal, FnProperty::kCPUPrioritized,
+                                      FnProperty::kAsync, FnProperty::kNoSkip};
+  for (const WorkloadOp& op : workload.ops) {
+    std::vector<VarHandle> reads;
+    for (int r : op.reads) reads.push_back(vars[r]);
+    const bool on_gpu = rng() % 3 != 0;
+    OpAttrs attrs{.ctx = on_gpu ? Context::GPU(0) : Context::CPU(),
+                  .prop = on_gpu ? kGpuProps[rng() % 6] : kCpuProps[rng() % 4],
+                  .priority = static_cast<int>(rng() % 5),
+                  .name = on_gpu ? "gpu-op" : "cpu-op"};
+    DeviceOp device_op;
+    device_op.id = op.id;
+    device_op.num_reads = static_cast<int>(op.reads.size());
+    std::copy(op.reads.begin(), op.reads.end(), device_op.reads);
+    device_op.write = op.write;
+    device_op.delay_us = static_cast<int>(rng() % 30);
+    engine_->PushAsync(
+        [&op, device_op, data, on_gpu](RunContext ctx, const OnStart& start,
+                                       const OnComplete& done) {
+          start();
+          if (on_gpu) {
+            LaunchApply(static_cast<cudaStream_t>(ctx.stream), data, device_op);
+          } else {
+            HostApply(op, data);
+          }
+          done();
+        },
+        reads, {vars[op.write]}, attrs);
+  }
+  engine_->WaitForAll();
+  const std::vector<uint64_t> expected = RunSerial(workload);
+  EXPECT_EQ(std::vector<uint64_t>(data, data + workload.num_vars), expected);
+  for (VarHandle v : vars) engine_->DeleteVariable(v);
+  engine_->WaitForAll();
+  CudaCheck(cudaFreeHost(data), "cudaFreeHost");
+}
+
+TEST_P(GpuEngineTest, CpuOpReadingAGpuWrittenVarSeesTheFinalValue) {
+  int* value = nullptr;
+  CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&value), sizeof(int)), "cudaMallocHost");
+  *value = 0;
+  VarHandle v = engine_->NewVariable();
+  engine_->PushAsync(
+      [value](RunContext ctx, const OnStart& start, const OnComplete& done) {
+        start();
+        LaunchDelayedStore(static_cast<cudaStream_t>(ctx.stream), value, 42, 5000);
+        done();
+      },
+      {}, {v}, {.ctx = Context::GPU(0), .name = "slow-store"});
+  int seen = -1;
+  engine_->PushSync([&](RunContext) { seen = *value; }, {v}, {});
+  engine_->WaitForAll();
+  EXPECT_EQ(seen, 42);
+  CudaCheck(cudaFreeHost(value), "cudaFreeHost");
+}
+
+TEST_P(GpuEngineTest, CopiesBothWaysThroughTheCopyWorkers) {
+  int* host = nullptr;
+  int* device = nullptr;
+  CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&host), 2 * sizeof(int)), "cudaMallocHost");
+  CudaCheck(cudaMalloc(reinterpret_cast<void**>(&device), sizeof(int)), "cudaMalloc");
+  host[0] = 17;
+  host[1] = 0;
+  VarHandle on_host = engine_->NewVariable();
+  VarHandle on_device = engine_->NewVariable();
+  VarHandle back = engine_->NewVariable();
+  engine_->PushAsync(
+      [=](RunContext ctx, const OnStart& start, const OnComplete& done) {
+        start();
+        CudaCheck(cudaMemcpyAsync(device, host, sizeof(int), cudaMemcpyHostToDevice,
+                                  static_cast<cudaStream_t>(ctx.stream)),
+                  "copy in");
+        done();
+      },
+      {on_host}, {on_device}, {.ctx = Context::GPU(0), .prop = FnProperty::kCopyToGPU});
+  engine_->PushAsync(
+      [=](RunContext ctx, const OnStart& start, const OnComplete& done) {
+        start();
+        CudaCheck(cudaMemcpyAsync(&host[1], device, sizeof(int), cudaMemcpyDeviceToHost,
+                                  static_cast<cudaStream_t>(ctx.stream)),
+                  "copy out");
+        done();
+      },
+      {on_device}, {back}, {.ctx = Context::GPU(0), .prop = FnProperty::kCopyFromGPU});
+  engine_->WaitForVar(back);
+  EXPECT_EQ(host[1], 17);
+  engine_->WaitForAll();
+  CudaCheck(cudaFree(device), "cudaFree");
+  CudaCheck(cudaFreeHost(host), "cudaFreeHost");
+}
+
+TEST_P(GpuEngineTest, FailedLaunchIsTheOpsErrorAndTravels) {
+  VarHandle a = engine_->NewVariable();
+  VarHandle b = engine_->NewVariable();
+  engine_->PushAsync(
+      [](RunContext ctx, const OnStart& start, const OnComplete& done) {
+        start();
+        LaunchInvalid(static_cast<cudaStream_t>(ctx.stream));
+        done();
+      },
+      {}, {a}, {.ctx = Context::GPU(0), .name = "bad-launch"});
+  int ran = 0;
+  engine_->PushSync([&](RunContext) { ++ran; }, {a}, {b});
+  try {
+    engine_->WaitForVar(b);
+    FAIL() << "no exception";
+  } catch (const CudaError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("kernel launch of op 'bad-launch'"));
+  }
+  EXPECT_EQ(ran, 0);
+  EXPECT_THROW(engine_->WaitForVar(a), CudaError);  // a's own report clears it
+  int value = 0;
+  engine_->PushSync([&](RunContext) { value = 1; }, {}, {a});  // still usable
+  engine_->WaitForVar(a);
+  EXPECT_EQ(value, 1);
+}
+
+TEST_P(GpuEngineTest, GpuThatDoesNotExistIsUnavailable) {
+  const int gpus = internal::CudaDeviceCount();
+  VarHandle v = engine_->NewVariable();
+  try {
+    engine_->PushSync([](RunContext) {}, {}, {v}, {.ctx = Context::GPU(gpus), .name = "far"});
+    FAIL() << "no exception";
+  } catch (const Unavailable& e) {
+    EXPECT_THAT(e.what(), HasSubstr("gpu(" + std::to_string(gpus) + ") is not available"));
+  }
+}
+
+TEST_P(GpuEngineTest, IndependentKernelsOnDifferentWorkersOverlap) {
+  if (GetParam().type == EngineType::kNaive) GTEST_SKIP() << "NaiveEngine runs one op at a time";
+  int* flags = nullptr;
+  CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&flags), 2 * sizeof(int)), "cudaMallocHost");
+  VarHandle a = engine_->NewVariable();
+  VarHandle b = engine_->NewVariable();
+  engine_->WaitForAll();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 2; ++i) {
+    engine_->PushAsync(
+        [flags, i](RunContext ctx, const OnStart& begin, const OnComplete& done) {
+          begin();
+          LaunchDelayedStore(static_cast<cudaStream_t>(ctx.stream), &flags[i], 1, 5000);
+          done();
+        },
+        {}, {i == 0 ? a : b}, {.ctx = Context::GPU(0), .name = "5ms"});
+  }
+  engine_->WaitForAll();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(ms, 8.0) << "two 5 ms kernels on different vars ran one after the other";
+  CudaCheck(cudaFreeHost(flags), "cudaFreeHost");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllEngines, GpuEngineTest,
+                         ::testing::Values(GpuCase{EngineType::kNaive, false},
+                                           GpuCase{EngineType::kNaive, true},
+                                           GpuCase{EngineType::kThreaded, false},
+                                           GpuCase{EngineType::kThreaded, true},
+                                           GpuCase{EngineType::kThreadedPerDevice, false},
+                                           GpuCase{EngineType::kThreadedPerDevice, true}),
+                         GpuCaseName);
+
+}  // namespace
+}  // namespace ember::engine::testing
