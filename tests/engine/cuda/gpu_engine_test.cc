@@ -25,10 +25,12 @@ using ::testing::HasSubstr;
 struct GpuCase {
   EngineType type;
   bool async;
+  int event_pool = 256;  // 2: events are recycled all the time
 };
 
 std::string GpuCaseName(const ::testing::TestParamInfo<GpuCase>& info) {
-  return std::string(ToString(info.param.type)) + (info.param.async ? "Async" : "");
+  return std::string(ToString(info.param.type)) + (info.param.async ? "Async" : "") +
+         (info.param.event_pool == 2 ? "_Pool2" : "");
 }
 
 // The workload's function over pinned memory, which CPU ops and GPU kernels
@@ -54,6 +56,7 @@ class GpuEngineTest : public ::testing::TestWithParam<GpuCase> {
     options.async_gpu = GetParam().async;
     options.cpu_workers = 2;
     options.pool_workers = 4;
+    options.gpu_event_pool_size = GetParam().event_pool;
     engine_ = CreateEngine(options);
   }
 
@@ -111,12 +114,54 @@ TEST_P(GpuEngineTest, RandomCpuGpuWorkloadMatchesSerialRun) {
         },
         reads, {vars[op.write]}, attrs);
   }
+  // kDeleteVar on the GPU: each deletion runs after the var's GPU work, on a
+  // GPU worker's stream, and copies the var's final value out there.
+  uint64_t* final_values = nullptr;
+  CudaCheck(
+      cudaMallocHost(reinterpret_cast<void**>(&final_values), workload.num_vars * sizeof(uint64_t)),
+      "cudaMallocHost");
+  for (int v = 0; v < workload.num_vars; ++v) {
+    engine_->DeleteVariable(
+        vars[v],
+        [=](RunContext ctx) {
+          CudaCheck(cudaMemcpyAsync(&final_values[v], &data[v], sizeof(uint64_t), cudaMemcpyDefault,
+                                    static_cast<cudaStream_t>(ctx.stream)),
+                    "copy out at deletion");
+        },
+        Context::GPU(0));
+  }
   engine_->WaitForAll();
   const std::vector<uint64_t> expected = RunSerial(workload);
   EXPECT_EQ(std::vector<uint64_t>(data, data + workload.num_vars), expected);
-  for (VarHandle v : vars) engine_->DeleteVariable(v);
-  engine_->WaitForAll();
+  EXPECT_EQ(std::vector<uint64_t>(final_values, final_values + workload.num_vars), expected);
+  CudaCheck(cudaFreeHost(final_values), "cudaFreeHost");
   CudaCheck(cudaFreeHost(data), "cudaFreeHost");
+}
+
+// A 10,000-op chain on one var whose ops hop between the GPU worker kinds
+// (so between streams); each op checks it follows its predecessor.
+TEST_P(GpuEngineTest, TenThousandOpChainAcrossStreamsKeepsOrder) {
+  int* counter = nullptr;
+  CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&counter), 2 * sizeof(int)), "cudaMallocHost");
+  counter[0] = counter[1] = 0;
+  VarHandle v = engine_->NewVariable();
+  constexpr FnProperty kProps[] = {FnProperty::kNormal, FnProperty::kCopyToGPU,
+                                   FnProperty::kGPUPrioritized, FnProperty::kCopyFromGPU};
+  constexpr int kOps = 10000;
+  for (int i = 0; i < kOps; ++i) {
+    engine_->PushAsync(
+        [counter, i](RunContext ctx, const OnStart& start, const OnComplete& done) {
+          start();
+          LaunchCheckedIncrement(static_cast<cudaStream_t>(ctx.stream), &counter[0], i, &counter[1],
+                                 i % 3);
+          done();
+        },
+        {}, {v}, {.ctx = Context::GPU(0), .prop = kProps[i % 4], .name = "hop"});
+  }
+  engine_->WaitForAll();
+  EXPECT_EQ(counter[0], kOps);
+  EXPECT_EQ(counter[1], 0) << "ops of the chain ran out of order";
+  CudaCheck(cudaFreeHost(counter), "cudaFreeHost");
 }
 
 TEST_P(GpuEngineTest, CpuOpReadingAGpuWrittenVarSeesTheFinalValue) {
@@ -240,7 +285,9 @@ INSTANTIATE_TEST_SUITE_P(AllEngines, GpuEngineTest,
                                            GpuCase{EngineType::kThreaded, false},
                                            GpuCase{EngineType::kThreaded, true},
                                            GpuCase{EngineType::kThreadedPerDevice, false},
-                                           GpuCase{EngineType::kThreadedPerDevice, true}),
+                                           GpuCase{EngineType::kThreadedPerDevice, true},
+                                           GpuCase{EngineType::kThreaded, true, 2},
+                                           GpuCase{EngineType::kThreadedPerDevice, true, 2}),
                          GpuCaseName);
 
 }  // namespace
