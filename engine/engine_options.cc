@@ -87,6 +87,7 @@ EngineOptions EngineOptions::FromEnv() {
   options.max_in_flight =
       IntFromEnv("EMBER_ENGINE_MAX_INFLIGHT", options.max_in_flight, 1, 1 << 30);
   options.bulk_size = IntFromEnv("EMBER_ENGINE_BULK_SIZE", options.bulk_size, 0, 1 << 20);
+  if (const char* path = std::getenv("ENGINE_PROFILE")) options.profile_path = path;
   const char* type = std::getenv("ENGINE_TYPE");
   if (type != nullptr && *type != '\0') {
     try {

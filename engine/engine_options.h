@@ -43,6 +43,9 @@ struct EngineOptions {
   // blocks in Push* while this many are in flight; workers never block.
   int max_in_flight = 1 << 16;
   int bulk_size = 0;  // default per-thread bulk size of PushSync (0: off)
+  // When set, the engine writes a Chrome-trace profile of every op here when
+  // it is destroyed (see docs/profiling.md).
+  std::string profile_path;
 
   // Options from the environment (ENGINE_TYPE, EMBER_*), defaults elsewhere.
   // Throws InvalidArgument naming the variable for an unknown engine name or

@@ -43,9 +43,12 @@ DependencyEngine::DependencyEngine(const EngineOptions& options)
       id_(NextEngineId()),
       vars_(static_cast<uint16_t>(id_ % 0xFFFF + 1)),
       in_flight_(options.max_in_flight),
+      profiler_(options.profile_path.empty() ? nullptr
+                                             : std::make_unique<Profiler>(options.profile_path)),
       backend_(MakeGpuBackend(options)),
       executor_(MakeExecutor(options, backend_ ? backend_->device_count() : 0,
                              [this](OprBlock* block) { Execute(block); })) {
+  if (backend_ != nullptr) backend_->SetProfiler(profiler_.get());
   Bulk::Register(this);
   Log().debug("{} started (engine #{})", name_, id_);
 }
@@ -325,6 +328,11 @@ void DependencyEngine::Execute(OprBlock* block) {
     // The error is completed outside the handler, so that this thread's hold
     // on the exception ends before other threads can see it.
     std::exception_ptr error;
+    if (profiler_ != nullptr) {
+      block->profile_row = profiler_->CurrentThreadRow();
+      block->profile_begin_ns = profiler_->NowNs();
+    }
+    if (backend_ != nullptr) backend_->RangePush(block->name.c_str());
     try {
       if (block->ctx.is_gpu()) block->stream = backend_->StreamForThread(block->ctx.device_id);
       block->fn(RunContext{block->ctx, block->stream.cuda, block->name}, block->MakeOnStart(),
@@ -332,6 +340,7 @@ void DependencyEngine::Execute(OprBlock* block) {
     } catch (...) {
       error = std::current_exception();
     }
+    if (backend_ != nullptr) backend_->RangePop();
     if (error && !block->completed.exchange(true)) {
       OnOpComplete(block, std::move(error));
     } else if (error) {
@@ -355,6 +364,11 @@ void DependencyEngine::OnOpStart(OprBlock* block) {
 }
 
 void DependencyEngine::OnOpComplete(OprBlock* block, std::exception_ptr error) {
+  if (block->profile_row != 0) {
+    profiler_->ThreadSpan(block->profile_row, block->name,
+                          fmt::format("{}/{}", block->ctx.ToString(), ToString(block->prop)),
+                          block->profile_begin_ns, profiler_->NowNs());
+  }
   if (!error && block->stream.sync != nullptr) {
     try {
       backend_->OnCompleteGpu(block);  // a failed launch is the op's error

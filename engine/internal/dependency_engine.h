@@ -26,6 +26,7 @@
 #include "engine/internal/in_flight.h"
 #include "engine/internal/mutex.h"
 #include "engine/internal/opr_block.h"
+#include "engine/internal/profiler.h"
 #include "engine/internal/var_table.h"
 
 namespace ember::engine::internal {
@@ -95,6 +96,9 @@ class DependencyEngine final : public Engine {
   VarTable vars_;
   InFlight in_flight_;
   std::atomic<uint64_t> next_seq_{0};
+  // Null unless profiling. Declared before the backend, which flushes its
+  // GPU spans into it when destroyed.
+  std::unique_ptr<Profiler> profiler_;  // the pointer is constant
   // Null without GPUs. Declared before the executor: it outlives the workers
   // that use its streams.
   std::unique_ptr<GpuBackend> backend_;  // the pointer is constant

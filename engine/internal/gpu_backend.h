@@ -23,6 +23,7 @@
 namespace ember::engine::internal {
 
 struct OprBlock;
+class Profiler;
 class Var;
 
 // A worker thread's stream on one device: the backend's bookkeeping object
@@ -52,6 +53,13 @@ class GpuBackend {
   virtual void ForgetVar(const Var* var) = 0;
   // Blocks until every stream of the backend is idle; throws CudaError.
   virtual void SynchronizeAll() = 0;
+
+  // Profiling: GPU spans (timed with CUDA events) and host waits go to
+  // `profiler`, which must outlive the backend. Null stops it.
+  virtual void SetProfiler(Profiler* profiler) = 0;
+  // NVTX ranges around every op, named after it (no-ops without a tool).
+  virtual void RangePush(const char* name) = 0;
+  virtual void RangePop() = 0;
 };
 
 // A backend for every visible GPU, or null when there is none (or no CUDA in

@@ -3,9 +3,11 @@
 
 #include <array>
 #include <atomic>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include "engine/internal/cuda/cuda_check.h"
 #include "engine/internal/cuda/event_pool.h"
@@ -13,9 +15,92 @@
 #include "engine/internal/gpu_backend.h"
 #include "engine/internal/mutex.h"
 #include "engine/internal/opr_block.h"
+#include "engine/internal/profiler.h"
 
 namespace ember::engine::internal {
 namespace {
+
+// GPU spans of profiled ops, timed with CUDA events and put on the
+// profiler's clock through one reference event per device whose host time is
+// known (recorded and synchronized when profiling starts).
+class GpuTimeline {
+ public:
+  GpuTimeline(Profiler* profiler, int devices) : profiler_(profiler) {
+    for (int d = 0; d < devices; ++d) {
+      CudaCheck(cudaSetDevice(d), "cudaSetDevice");
+      cudaEvent_t ref = nullptr;
+      CudaCheck(cudaEventCreate(&ref), "cudaEventCreate (profile reference)");
+      CudaCheck(cudaEventRecord(ref, nullptr), "cudaEventRecord (profile reference)");
+      CudaCheck(cudaEventSynchronize(ref), "cudaEventSynchronize (profile reference)");
+      refs_.push_back({ref, profiler->NowNs()});
+    }
+  }
+  ~GpuTimeline() {
+    Resolve(/*wait=*/true);
+    for (const Ref& ref : refs_) CudaLogIfError(cudaEventDestroy(ref.event), "cudaEventDestroy");
+  }
+
+  // A timing event recorded on `stream` now.
+  static cudaEvent_t Mark(cudaStream_t stream) {
+    cudaEvent_t event = nullptr;
+    CudaCheck(cudaEventCreate(&event), "cudaEventCreate (profile)");
+    CudaCheck(cudaEventRecord(event, stream), "cudaEventRecord (profile)");
+    return event;
+  }
+
+  void Add(std::string name, int device, uint32_t stream, cudaEvent_t begin, cudaEvent_t end) {
+    MutexLock lock(&mu_);
+    pending_.push_back({std::move(name), device, stream, begin, end});
+    if (pending_.size() >= kResolveEvery) ResolveLocked(/*wait=*/false);
+  }
+
+  void Resolve(bool wait) {
+    MutexLock lock(&mu_);
+    ResolveLocked(wait);
+  }
+
+ private:
+  static constexpr size_t kResolveEvery = 1024;
+  struct Ref {
+    cudaEvent_t event;
+    int64_t host_ns;
+  };
+  struct Pending {
+    std::string name;
+    int device;
+    uint32_t stream;
+    cudaEvent_t begin;
+    cudaEvent_t end;
+  };
+
+  int64_t HostNs(int device, cudaEvent_t event) const {
+    float ms = 0;
+    CudaLogIfError(cudaEventElapsedTime(&ms, refs_[device].event, event), "cudaEventElapsedTime");
+    return refs_[device].host_ns + static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+  }
+
+  // Moves finished spans to the profiler; with `wait`, all of them.
+  void ResolveLocked(bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<Pending> unfinished;
+    for (Pending& span : pending_) {
+      if (!wait && cudaEventQuery(span.end) == cudaErrorNotReady) {
+        unfinished.push_back(std::move(span));
+        continue;
+      }
+      CudaLogIfError(cudaEventSynchronize(span.end), "cudaEventSynchronize (profile)");
+      profiler_->StreamSpan(span.name, span.device, span.stream, HostNs(span.device, span.begin),
+                            HostNs(span.device, span.end));
+      CudaLogIfError(cudaEventDestroy(span.begin), "cudaEventDestroy");
+      CudaLogIfError(cudaEventDestroy(span.end), "cudaEventDestroy");
+    }
+    pending_ = std::move(unfinished);
+  }
+
+  Profiler* const profiler_;
+  std::vector<Ref> refs_;
+  Mutex mu_;
+  std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
+};
 
 // SyncObjects by var slot, in chunks made on first use and kept for the
 // backend's life (like the VarTable's), so lookups take no lock.
@@ -59,6 +144,9 @@ class CudaBackend final : public GpuBackend {
     MutexLock lock(&mu_);
     for (auto& stream : streams_) {
       CudaLogIfError(cudaStreamSynchronize(stream->get()), "cudaStreamSynchronize (shutdown)");
+    }
+    timeline_.reset();  // flushes the GPU spans into the profiler
+    for (auto& stream : streams_) {
       CudaLogIfError(cudaStreamDestroy(stream->get()), "cudaStreamDestroy");
     }
   }
@@ -82,14 +170,22 @@ class CudaBackend final : public GpuBackend {
   void OnStartGpu(OprBlock* block) override {
     if (!async_) return;  // the plain engines synced every input at its completion
     std::vector<EventRef> waits;
-    for (const VarLink& link : block->links)
+    for (const VarLink& link : block->links) {
       objects_.For(*link.var).CollectWaits(link.mode, &waits);
+    }
     Stream(block).WaitFor(waits, block->name);
+    if (timeline_) block->profile_gpu_begin = GpuTimeline::Mark(Stream(block).get());
   }
 
   void OnCompleteGpu(OprBlock* block) override {
     CudaCheck(cudaGetLastError(), fmt::format("kernel launch of op '{}'", block->name));
     SyncStream& stream = Stream(block);
+    if (timeline_ && block->profile_gpu_begin != nullptr) {
+      timeline_->Add(block->name, block->ctx.device_id, stream.id(),
+                     static_cast<cudaEvent_t>(block->profile_gpu_begin),
+                     GpuTimeline::Mark(stream.get()));
+      block->profile_gpu_begin = nullptr;
+    }
     if (!async_) {
       CudaCheck(cudaStreamSynchronize(stream.get()),
                 fmt::format("cudaStreamSynchronize after op '{}'", block->name));
@@ -102,12 +198,26 @@ class CudaBackend final : public GpuBackend {
   void OnStartCpu(OprBlock* block) override {
     if (!async_) return;
     std::vector<EventRef> waits;
-    for (const VarLink& link : block->links)
+    for (const VarLink& link : block->links) {
       objects_.For(*link.var).CollectWaits(link.mode, &waits);
+    }
+    if (waits.empty()) return;
+    const int64_t begin = profiler_ != nullptr ? profiler_->NowNs() : 0;
     HostWaitFor(waits, block->name);
+    if (profiler_ != nullptr) {
+      profiler_->ThreadSpan(profiler_->CurrentThreadRow(), "host wait: " + block->name, "host-wait",
+                            begin, profiler_->NowNs());
+    }
   }
 
   void ForgetVar(const Var* var) override { objects_.For(*var).Clear(); }
+
+  void SetProfiler(Profiler* profiler) override {
+    profiler_ = profiler;
+    timeline_ = profiler ? std::make_unique<GpuTimeline>(profiler, devices_) : nullptr;
+  }
+  void RangePush(const char* name) override { nvtxRangePushA(name); }
+  void RangePop() override { nvtxRangePop(); }
 
   void SynchronizeAll() override {
     MutexLock lock(&mu_);
@@ -135,6 +245,8 @@ class CudaBackend final : public GpuBackend {
   const int devices_;
   std::vector<std::shared_ptr<EventPool>> pools_;  // by device
   SyncObjectTable objects_;
+  Profiler* profiler_ = nullptr;  // set once, before any op runs
+  std::unique_ptr<GpuTimeline> timeline_;
   Mutex mu_;
   std::vector<std::unique_ptr<SyncStream>> streams_ ABSL_GUARDED_BY(mu_);
   uint32_t next_stream_id_ ABSL_GUARDED_BY(mu_) = 0;

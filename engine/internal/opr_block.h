@@ -111,6 +111,10 @@ struct OprBlock {
   Notification* done = nullptr;
   // GPU ops: the stream of the thread that runs the op (set when it runs).
   ThreadStream stream;
+  // Profiling: the row of the thread that ran the op and when it started.
+  uint64_t profile_row = 0;
+  int64_t profile_begin_ns = 0;
+  void* profile_gpu_begin = nullptr;  // a timing cudaEvent_t, GPU ops only
 
  private:
   AsyncFn own_fn_;
