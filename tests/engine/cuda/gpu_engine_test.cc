@@ -4,7 +4,10 @@
 // of launches travel like CPU errors. Skipped without a CUDA device.
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -277,6 +280,40 @@ TEST_P(GpuEngineTest, IndependentKernelsOnDifferentWorkersOverlap) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(ms, 8.0) << "two 5 ms kernels on different vars ran one after the other";
   CudaCheck(cudaFreeHost(flags), "cudaFreeHost");
+}
+
+TEST(GpuProfileTest, GpuSpansGoOnStreamRowsTimedByEvents) {
+  if (internal::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
+  const std::string path = ::testing::TempDir() + "ember_gpu_profile_test.json";
+  int* value = nullptr;
+  CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&value), sizeof(int)), "cudaMallocHost");
+  {
+    EngineOptions options;
+    options.async_gpu = true;
+    options.profile_path = path;
+    auto engine = CreateEngine(options);
+    VarHandle v = engine->NewVariable();
+    engine->PushAsync(
+        [value](RunContext ctx, const OnStart& start, const OnComplete& done) {
+          start();
+          LaunchDelayedStore(static_cast<cudaStream_t>(ctx.stream), value, 1, 2000);
+          done();
+        },
+        {}, {v}, {.ctx = Context::GPU(0), .name = "two-ms-kernel"});
+    engine->PushSync([](RunContext) {}, {v}, {}, {.name = "cpu-reader"});
+    engine->WaitForAll();
+  }
+  std::ifstream in(path);
+  const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(trace, HasSubstr(R"("args":{"name":"gpu0 stream 0"})"));
+  EXPECT_THAT(trace, HasSubstr(R"("name":"two-ms-kernel","cat":"gpu")"));
+  EXPECT_THAT(trace, HasSubstr(R"("name":"host wait: cpu-reader","cat":"host-wait")"));
+  // The GPU span lasts the kernel's 2 ms, not the microseconds of its launch.
+  const size_t span = trace.find(R"("name":"two-ms-kernel","cat":"gpu")");
+  ASSERT_NE(span, std::string::npos);
+  const size_t dur = trace.find("\"dur\":", span);
+  EXPECT_GT(std::stod(trace.substr(dur + 6)), 1500.0);
+  CudaCheck(cudaFreeHost(value), "cudaFreeHost");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, GpuEngineTest,
