@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <span>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -97,7 +99,7 @@ std::string WithCommas(double value) {
 }
 
 std::string FormatValue(const CaseSpec& c, double value) {
-  if (std::string_view(c.unit) == "ops/s") return WithCommas(value);
+  if (std::string_view(c.unit).ends_with("/s")) return WithCommas(value);
   if (std::string_view(c.unit) == "x") return absl::StrFormat("%.2fx", value);
   return absl::StrFormat("%.2f", value);
 }
@@ -163,18 +165,27 @@ std::string ShortName(const std::string& column) {
   return column;
 }
 
+// A column is 12 characters wide, or as wide as its header; the unit
+// column as wide as its longest unit.
 void PrintTable(const Table& table) {
-  std::string header = absl::StrFormat("%-40s %-6s", "case", "unit");
-  for (const std::string& column : table.columns) {
-    absl::StrAppend(&header, absl::StrFormat(" %12s", ShortName(column)));
-  }
-  absl::PrintF("%s\n%s\n", header, std::string(header.size(), '-'));
+  int unit_width = 6;
   for (const TableRow& row : table.rows) {
-    std::string line = absl::StrFormat("%-40s %-6s", row.label, row.spec->unit);
+    unit_width = std::max<int>(unit_width, static_cast<int>(strlen(row.spec->unit)));
+  }
+  if (!table.rows.empty()) {
+    std::string header = absl::StrFormat("%-40s %-*s", "case", unit_width, "unit");
+    for (const std::string& column : table.columns) {
+        absl::StrAppend(&header, absl::StrFormat(" %12s", ShortName(column)));
+    }
+    absl::PrintF("%s\n%s\n", header, std::string(header.size(), '-'));
+  }
+  for (const TableRow& row : table.rows) {
+    std::string line = absl::StrFormat("%-40s %-*s", row.label, unit_width, row.spec->unit);
     for (const std::string& column : table.columns) {
       auto it = row.values.find(column);
       const std::string cell = it == row.values.end() ? "-" : FormatValue(*row.spec, it->second);
-      absl::StrAppend(&line, absl::StrFormat(" %12s", cell));
+      const int width = std::max<int>(12, static_cast<int>(ShortName(column).size()));
+      absl::StrAppend(&line, absl::StrFormat(" %*s", width, cell));
     }
     absl::PrintF("%s\n", line);
   }
@@ -206,10 +217,11 @@ struct TargetResult {
   }
 };
 
-std::vector<TargetResult> CheckTargets(const Table& table, const std::string& engine) {
+std::vector<TargetResult> CheckTargets(const Table& table, const std::string& engine,
+                                       std::span<const Target> targets) {
   std::vector<TargetResult> checks;
-  for (const Target& target : kTargets)
-    checks.push_back({&target, table.Get(*target.spec, engine)});
+  if (table.rows.empty()) return checks;  // none of the table's cases ran
+  for (const Target& target : targets) checks.push_back({&target, table.Get(*target.spec, engine)});
   return checks;
 }
 
@@ -218,8 +230,9 @@ std::string WithUnit(const CaseSpec& c, double value) {
   return std::string_view(c.unit) == "x" ? text : absl::StrCat(text, " ", c.unit);
 }
 
-void PrintTargets(const std::vector<TargetResult>& checks, const std::string& engine) {
-  absl::PrintF("\nTargets for %s (2-core machine):\n", engine);
+void PrintTargets(const std::vector<TargetResult>& checks, const std::string& title) {
+  if (checks.empty()) return;
+  absl::PrintF("\n%s:\n", title);
   for (const TargetResult& check : checks) {
     const Target& target = *check.target;
     const std::string measured = check.measured ? WithUnit(*target.spec, *check.measured) : "-";
@@ -230,6 +243,36 @@ void PrintTargets(const std::vector<TargetResult>& checks, const std::string& en
                                  : "FAIL");
   }
 }
+
+// An ExtraTable in the report's own types. Rows and targets point into
+// specs and targets, so a BuiltTable stays where it is made (a deque).
+struct BuiltTable {
+  explicit BuiltTable(const ExtraTable& extra) : source(&extra) {
+    for (const ExtraTable::Row& row : extra.rows) {
+      specs.push_back({row.key.c_str(), row.unit.c_str(), /*higher_is_better=*/true});
+    }
+    table.columns = extra.columns;
+    for (size_t i = 0; i < extra.rows.size(); ++i) {
+      table.rows.push_back({&specs[i], extra.rows[i].label, extra.rows[i].values});
+    }
+    table.notes = extra.notes;
+    for (const ExtraTable::Target& target : extra.targets) {
+      for (size_t i = 0; i < extra.rows.size(); ++i) {
+        if (extra.rows[i].key != target.key) continue;
+        targets.push_back({target.name.c_str(), &specs[i], target.goal, target.at_least});
+      }
+    }
+    checks = CheckTargets(table, extra.target_engine, targets);
+  }
+  BuiltTable(const BuiltTable&) = delete;
+  BuiltTable& operator=(const BuiltTable&) = delete;
+
+  const ExtraTable* source;
+  std::vector<CaseSpec> specs;  // one per row, filled before anything points in
+  std::vector<Target> targets;
+  Table table;
+  std::vector<TargetResult> checks;
+};
 
 // ---------------------------------------------------------------------------
 // JSON: the same figures, by hand; every string here is plain ASCII.
@@ -266,16 +309,33 @@ std::string JsonTargets(const std::vector<TargetResult>& checks, const std::stri
   return absl::StrJoin(targets, ",\n");
 }
 
-void WriteJson(const std::string& path, const ReportSpec& spec, const Table& table,
-               const std::vector<TargetResult>& checks) {
+std::string JsonNotes(const Table& table) {
   std::vector<std::string> notes;
   for (const std::string& note : table.notes) notes.push_back(JsonString(note));
+  return absl::StrJoin(notes, ", ");
+}
+
+std::string JsonExtraTables(const std::deque<BuiltTable>& tables) {
+  std::vector<std::string> objects;
+  for (const BuiltTable& built : tables) {
+    objects.push_back(absl::StrFormat(
+        "    {\"title\": %s, \"notes\": [%s], \"rows\": [\n%s\n    ],\n    \"targets\": "
+        "[\n%s\n    ]}",
+        JsonString(built.source->title), JsonNotes(built.table), JsonRows(built.table),
+        JsonTargets(built.checks, built.source->target_engine)));
+  }
+  return absl::StrJoin(objects, ",\n");
+}
+
+void WriteJson(const std::string& path, const ReportSpec& spec, const Table& table,
+               const std::vector<TargetResult>& checks, const std::deque<BuiltTable>& extra) {
   const std::string json = absl::StrFormat(
       "{\n  \"benchmark\": \"ember-bench-engine\",\n  \"options\": %s,\n  \"hardware_threads\": "
       "%d,\n  \"notes\": [%s],\n  \"dag_results_match_serial\": %s,\n  \"rows\": [\n%s\n  ],\n"
-      "  \"targets\": [\n%s\n  ]\n}\n",
-      spec.options_json, std::thread::hardware_concurrency(), absl::StrJoin(notes, ", "),
-      spec.dag_ok ? "true" : "false", JsonRows(table), JsonTargets(checks, spec.target_engine));
+      "  \"targets\": [\n%s\n  ],\n  \"tables\": [\n%s\n  ]\n}\n",
+      spec.options_json, std::thread::hardware_concurrency(), JsonNotes(table),
+      spec.dag_ok ? "true" : "false", JsonRows(table), JsonTargets(checks, spec.target_engine),
+      JsonExtraTables(extra));
   std::FILE* file = std::fopen(path.c_str(), "w");
   if (file == nullptr || std::fputs(json.c_str(), file) < 0 || std::fclose(file) != 0) {
     throw Error(absl::StrCat("[ember-bench-engine] cannot write --json=", path));
@@ -296,9 +356,16 @@ std::string JsonString(std::string_view text) {
 void Report(const ReportSpec& spec, Results results, const std::string& json_path) {
   const Table table = MakeTable(spec, std::move(results));
   PrintTable(table);
-  const std::vector<TargetResult> checks = CheckTargets(table, spec.target_engine);
-  PrintTargets(checks, spec.target_engine);
-  if (!json_path.empty()) WriteJson(json_path, spec, table, checks);
+  const std::vector<TargetResult> checks = CheckTargets(table, spec.target_engine, kTargets);
+  PrintTargets(checks, absl::StrCat("Targets for ", spec.target_engine, " (2-core machine)"));
+  std::deque<BuiltTable> extra;
+  for (const ExtraTable& source : spec.tables) {
+    const BuiltTable& built = extra.emplace_back(source);
+    absl::PrintF("\n%s\n", source.title);
+    PrintTable(built.table);
+    PrintTargets(built.checks, absl::StrCat("Targets for ", source.target_engine));
+  }
+  if (!json_path.empty()) WriteJson(json_path, spec, table, checks, extra);
 }
 
 }  // namespace ember::bench

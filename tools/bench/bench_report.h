@@ -68,6 +68,31 @@ class Results {
   std::map<std::pair<std::string, std::string>, std::vector<double>> samples_;
 };
 
+// A table that another part of the bench fills in itself (the GPU cases):
+// printed after the main one in the same layout, with its own targets, and
+// written to JSON under "tables". A ratio row puts each ratio in the column
+// it is about.
+struct ExtraTable {
+  struct Row {
+    std::string key;  // unique in the table: the row's "case" in JSON
+    std::string unit;
+    std::string label;
+    std::map<std::string, double> values;  // by column; absent: not run
+  };
+  struct Target {
+    std::string name;
+    std::string key;  // the row it checks, in the column target_engine
+    double goal = 0;
+    bool at_least = true;  // goal is a floor; else a ceiling
+  };
+  std::string title;
+  std::string target_engine;
+  std::vector<std::string> columns;
+  std::vector<Row> rows;
+  std::vector<Target> targets;
+  std::vector<std::string> notes;
+};
+
 // What the report needs besides the figures.
 struct ReportSpec {
   std::vector<std::string> engines;  // the engine columns, in order
@@ -80,9 +105,11 @@ struct ReportSpec {
   std::vector<std::string> notes;  // printed under the table
   std::string options_json;        // the bench's options, as a JSON object
   bool dag_ok = true;              // every DAG result matched RunSerial
+  std::vector<ExtraTable> tables;  // printed after the main table
 };
 
-// Prints the table and the targets on stdout and, when `json_path` is not
+// Prints the table and its targets (neither when no case of it ran), then
+// each extra table and its targets, on stdout and, when `json_path` is not
 // empty, writes the same figures there. Throws Error if the file cannot be
 // written.
 void Report(const ReportSpec& spec, Results results, const std::string& json_path);

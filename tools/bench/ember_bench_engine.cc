@@ -23,6 +23,9 @@
 //                pusher spins on a flag the op sets, so the engine is never
 //                drained with WaitForAll between samples. "after idle" sleeps
 //                --idle_gap_us between samples, so that workers go to sleep.
+//   GPU cases    (--cases=gpu) chains, a fan-out/fan-in DAG and independent
+//                ops of tiny kernels, beside the same kernels issued by hand;
+//                see gpu_cases.h. Skipped, with a note, without a GPU.
 
 #include <algorithm>
 #include <atomic>
@@ -46,6 +49,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -53,6 +57,7 @@
 #include "engine/error.h"
 #include "engine/testing/random_workload.h"
 #include "tools/bench/bench_report.h"
+#include "tools/bench/gpu_cases.h"
 #include "tools/bench/starpu_peer.h"
 #include "tools/bench/tbb_peer.h"
 
@@ -75,6 +80,26 @@ ABSL_FLAG(int, repeat, 5, "runs of every case");
 ABSL_FLAG(std::string, stat, "median", "how repeats are summarized: median or best");
 ABSL_FLAG(bool, isolate, true, "run every engine or peer run in a child process of its own");
 ABSL_FLAG(std::string, json, "", "also write every printed figure to this JSON file");
+ABSL_FLAG(std::vector<std::string>, cases, std::vector<std::string>({"cpu", "gpu"}),
+          "cases to run: cpu (every engine and the peers), gpu (GPU ops beside hand-written "
+          "CUDA; skipped without a GPU)");
+ABSL_FLAG(std::vector<std::string>, gpu_engines,
+          std::vector<std::string>({"ThreadedEnginePerDevice", "ThreadedEnginePerDeviceAsync"}),
+          "engines of the GPU cases, by ENGINE_TYPE name");
+ABSL_FLAG(int, gpu_repeat, 3, "runs of every GPU case");
+ABSL_FLAG(int, gpu_chain_ops, 20'000, "ops of the GPU chain");
+ABSL_FLAG(std::vector<std::string>, gpu_chain_us, std::vector<std::string>({"0", "10"}),
+          "kernel lengths of the GPU chain, in us; one case each");
+ABSL_FLAG(std::string, gpu_chain_prop, "copy_to_gpu",
+          "where every other op of the GPU chain runs: copy_to_gpu or gpu_prioritized");
+ABSL_FLAG(int, gpu_dag_rounds, 2'000, "rounds of the GPU fan-out/fan-in DAG");
+ABSL_FLAG(int, gpu_fan_out, 8, "branches of each round of the GPU fan-out/fan-in DAG");
+ABSL_FLAG(int, gpu_dag_kernel_us, 50, "kernel length of the GPU fan-out/fan-in DAG, in us");
+ABSL_FLAG(int, gpu_independent_ops, 10'000, "ops of each GPU independent case");
+ABSL_FLAG(std::vector<std::string>, gpu_independent_us,
+          std::vector<std::string>({"0", "10", "100"}),
+          "kernel lengths of the GPU independent ops, in us; one case each");
+ABSL_FLAG(int, gpu_workers, 2, "normal GPU workers of the engines in the GPU cases");
 
 namespace ember::bench {
 namespace {
@@ -100,7 +125,47 @@ struct BenchOptions {
   bool best = false;     // summarize repeats by the best one, not the median
   bool isolate = false;  // every run of an engine or peer in its own process
   std::string json_path;
+  bool cpu_cases = false;
+  bool gpu_cases = false;
+  GpuBenchOptions gpu;
 };
+
+// A list flag of whole numbers, e.g. --gpu_chain_us=0,10.
+std::vector<int> IntsFromFlag(const char* flag, const std::vector<std::string>& values) {
+  std::vector<int> ints;
+  for (const std::string& value : values) {
+    int n = 0;
+    if (!absl::SimpleAtoi(value, &n) || n < 0) {
+      throw InvalidArgument(absl::StrCat("[ember-bench-engine] --", flag, ": '", value,
+                                         "' is not a whole number"));
+    }
+    ints.push_back(n);
+  }
+  return ints;
+}
+
+GpuBenchOptions GpuOptionsFromFlags() {
+  GpuBenchOptions gpu;
+  gpu.engines = absl::GetFlag(FLAGS_gpu_engines);
+  for (const std::string& name : gpu.engines) engine::ParseEngineType(name);  // throws if bad
+  gpu.repeat = std::max(1, absl::GetFlag(FLAGS_gpu_repeat));
+  gpu.chain_ops = std::max(2, absl::GetFlag(FLAGS_gpu_chain_ops));
+  gpu.chain_us = IntsFromFlag("gpu_chain_us", absl::GetFlag(FLAGS_gpu_chain_us));
+  const std::string prop = absl::GetFlag(FLAGS_gpu_chain_prop);
+  if (prop != "copy_to_gpu" && prop != "gpu_prioritized") {
+    throw InvalidArgument(absl::StrCat("[ember-bench-engine] --gpu_chain_prop='", prop,
+                                       "'; valid: copy_to_gpu, gpu_prioritized"));
+  }
+  gpu.chain_prop =
+      prop == "copy_to_gpu" ? engine::FnProperty::kCopyToGPU : engine::FnProperty::kGPUPrioritized;
+  gpu.dag_rounds = std::max(1, absl::GetFlag(FLAGS_gpu_dag_rounds));
+  gpu.fan_out = std::max(1, absl::GetFlag(FLAGS_gpu_fan_out));
+  gpu.dag_kernel_us = std::max(0, absl::GetFlag(FLAGS_gpu_dag_kernel_us));
+  gpu.independent_ops = std::max(1, absl::GetFlag(FLAGS_gpu_independent_ops));
+  gpu.independent_us = IntsFromFlag("gpu_independent_us", absl::GetFlag(FLAGS_gpu_independent_us));
+  gpu.gpu_workers = std::max(1, absl::GetFlag(FLAGS_gpu_workers));
+  return gpu;
+}
 
 BenchOptions OptionsFromFlags() {
   BenchOptions options;
@@ -132,6 +197,14 @@ BenchOptions OptionsFromFlags() {
   options.best = stat == "best";
   options.json_path = absl::GetFlag(FLAGS_json);
   options.isolate = absl::GetFlag(FLAGS_isolate);
+  for (const std::string& name : absl::GetFlag(FLAGS_cases)) {
+    if (name != "cpu" && name != "gpu") {
+      throw InvalidArgument(
+          absl::StrCat("[ember-bench-engine] unknown case set '", name, "'; valid: cpu, gpu"));
+    }
+    (name == "cpu" ? options.cpu_cases : options.gpu_cases) = true;
+  }
+  options.gpu = GpuOptionsFromFlags();
   return options;
 }
 
@@ -393,20 +466,40 @@ std::vector<std::string> RunAll(RunState* state) {
   return notes;
 }
 
+std::string JsonList(const std::vector<std::string>& values, bool quote) {
+  std::vector<std::string> items;
+  for (const std::string& value : values) items.push_back(quote ? JsonString(value) : value);
+  return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+}
+
+std::string JsonGpuOptions(const GpuBenchOptions& gpu) {
+  return absl::StrFormat(
+      "{\"engines\": %s, \"repeat\": %d, \"chain_ops\": %d, \"chain_us\": [%s], "
+      "\"chain_prop\": %s, \"dag_rounds\": %d, \"fan_out\": %d, \"dag_kernel_us\": %d, "
+      "\"independent_ops\": %d, \"independent_us\": [%s], \"gpu_workers\": %d}",
+      JsonList(gpu.engines, true), gpu.repeat, gpu.chain_ops, absl::StrJoin(gpu.chain_us, ", "),
+      JsonString(engine::ToString(gpu.chain_prop)), gpu.dag_rounds, gpu.fan_out,
+      gpu.dag_kernel_us, gpu.independent_ops, absl::StrJoin(gpu.independent_us, ", "),
+      gpu.gpu_workers);
+}
+
 // The options as a JSON object, for the report.
 std::string JsonOptions(const BenchOptions& options) {
   std::vector<std::string> engines;
   for (const std::string& name : options.engines) engines.push_back(JsonString(name));
+  std::vector<std::string> cases;
+  if (options.cpu_cases) cases.push_back("cpu");
+  if (options.gpu_cases) cases.push_back("gpu");
   return absl::StrFormat(
       "{\"ops\": %d, \"dag_ops\": %d, \"dag_vars\": %d, \"seed\": %d, \"latency_samples\": %d, "
       "\"idle_latency_samples\": %d, \"idle_gap_us\": %d, \"engines\": [%s], \"pool_workers\": "
       "%d, \"cpu_workers\": %d, \"peer_threads\": %d, \"repeat\": %d, \"stat\": %s, "
-      "\"isolate\": %s}",
+      "\"isolate\": %s, \"cases\": %s, \"gpu\": %s}",
       options.ops, options.dag.num_ops, options.dag.num_vars, options.dag.seed,
       options.latency_samples, options.idle_latency_samples, options.idle_gap_us,
       absl::StrJoin(engines, ", "), options.pool_workers, options.cpu_workers, options.peer_threads,
       options.repeat, JsonString(options.best ? "best" : "median"),
-      options.isolate ? "true" : "false");
+      options.isolate ? "true" : "false", JsonList(cases, true), JsonGpuOptions(options.gpu));
 }
 
 // ---------------------------------------------------------------------------
@@ -460,7 +553,9 @@ std::string NeighbourNote(double machine_start, double own_start, Clock::time_po
                          100 * std::max(0.0, share));
 }
 
-int Main(const BenchOptions& options) {
+// Every CPU case: fills `spec` and `results`; false if a DAG result was
+// wrong.
+bool RunCpuCases(const BenchOptions& options, ReportSpec* out, Results* results) {
   const std::string load_note = LoadNote();
   absl::FPrintF(stderr, "[ember-bench-engine] %s; making the random DAG (%d ops)\n", load_note,
                 options.dag.num_ops);
@@ -473,18 +568,16 @@ int Main(const BenchOptions& options) {
   const double machine_start = MachineBusySeconds();
   const double own_start = OwnBusySeconds();
   const auto start = Clock::now();
-  ReportSpec spec;
+  ReportSpec& spec = *out;
   spec.notes = RunAll(&state);
   spec.notes.push_back(NeighbourNote(machine_start, own_start, start));
   spec.dag_ok = state.dag_ok;
   spec.engines = options.engines;
-  spec.target_engine = kTargetEngine;
   spec.best = options.best;
   spec.ops = options.ops;
   spec.dag_ops = options.dag.num_ops;
   spec.dag_vars = options.dag.num_vars;
   spec.idle_gap_us = options.idle_gap_us;
-  spec.options_json = JsonOptions(options);
   // The op bodies' own cost, to set against the per-op cost of each column.
   spec.notes.push_back(
       absl::StrFormat("op body alone (RunSerial, one thread): %.0f ns/op", serial_ns));
@@ -494,8 +587,26 @@ int Main(const BenchOptions& options) {
       options.isolate ? ", each in its own process" : "", options.pool_workers,
       options.cpu_workers));
   if (!state.dag_ok) spec.notes.push_back("ERROR: a random DAG result differed from RunSerial");
-  Report(spec, state.results, options.json_path);
-  return state.dag_ok ? 0 : 1;
+  *results = std::move(state.results);
+  return state.dag_ok;
+}
+
+// The GPU cases run after the CPU ones, in this process: the CPU cases fork,
+// and a child forked after CUDA is initialized cannot use it.
+int Main(const BenchOptions& options) {
+  ReportSpec spec;
+  Results results;
+  bool ok = true;
+  if (options.cpu_cases) ok = RunCpuCases(options, &spec, &results);
+  spec.target_engine = kTargetEngine;
+  spec.options_json = JsonOptions(options);
+  if (options.gpu_cases) {
+    GpuCasesResult gpu = RunGpuCases(options.gpu);
+    spec.tables.push_back(std::move(gpu.table));
+    ok = ok && gpu.counts_ok;
+  }
+  Report(spec, std::move(results), options.json_path);
+  return ok ? 0 : 1;
 }
 
 }  // namespace
@@ -504,7 +615,8 @@ int Main(const BenchOptions& options) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Engine throughput and latency, with oneTBB flow graph and StarPU peers on a random DAG.\n"
-      "Usage: ember-bench-engine [--ops=N] [--engines=A,B] [--repeat=R] [--json=PATH]");
+      "Usage: ember-bench-engine [--cases=cpu,gpu] [--ops=N] [--engines=A,B] [--repeat=R] "
+      "[--json=PATH]");
   absl::ParseCommandLine(argc, argv);
   try {
     return ember::bench::Main(ember::bench::OptionsFromFlags());
