@@ -70,23 +70,24 @@ EngineOptions ParseEngineType(std::string_view name, EngineOptions base) {
 EngineOptions EngineOptions::FromEnv() {
   EngineOptions options;
   constexpr int kMaxThreads = 1024;
-  options.cpu_workers =
-      IntFromEnv("EMBER_CPU_WORKER_NTHREADS", options.cpu_workers, 1, kMaxThreads);
-  options.cpu_priority_workers =
-      IntFromEnv("EMBER_CPU_PRIORITY_NTHREADS", options.cpu_priority_workers, 1, kMaxThreads);
-  options.pool_workers =
-      IntFromEnv("EMBER_NUM_WORKER_THREADS", options.pool_workers, 1, kMaxThreads);
-  options.gpu_workers =
-      IntFromEnv("EMBER_GPU_WORKER_NTHREADS", options.gpu_workers, 1, kMaxThreads);
-  options.gpu_copy_workers =
-      IntFromEnv("EMBER_GPU_COPY_NTHREADS", options.gpu_copy_workers, 1, kMaxThreads);
-  options.gpu_priority_workers =
-      IntFromEnv("EMBER_GPU_PRIORITY_NTHREADS", options.gpu_priority_workers, 1, kMaxThreads);
-  options.gpu_event_pool_size =
-      IntFromEnv("EMBER_GPU_EVENT_POOL_SIZE", options.gpu_event_pool_size, 0, 1 << 20);
-  options.max_in_flight =
-      IntFromEnv("EMBER_ENGINE_MAX_INFLIGHT", options.max_in_flight, 1, 1 << 30);
-  options.bulk_size = IntFromEnv("EMBER_ENGINE_BULK_SIZE", options.bulk_size, 0, 1 << 20);
+  const struct {
+    const char* name;
+    int* field;
+    int min;
+    int max;
+  } knobs[] = {
+      {"EMBER_CPU_WORKER_NTHREADS", &options.cpu_workers, 1, kMaxThreads},
+      {"EMBER_CPU_PRIORITY_NTHREADS", &options.cpu_priority_workers, 1, kMaxThreads},
+      {"EMBER_NUM_WORKER_THREADS", &options.pool_workers, 1, kMaxThreads},
+      {"EMBER_GPU_WORKER_NTHREADS", &options.gpu_workers, 1, kMaxThreads},
+      {"EMBER_GPU_COPY_NTHREADS", &options.gpu_copy_workers, 1, kMaxThreads},
+      {"EMBER_GPU_PRIORITY_NTHREADS", &options.gpu_priority_workers, 1, kMaxThreads},
+      {"EMBER_GPU_EVENT_POOL_SIZE", &options.gpu_event_pool_size, 0, 1 << 20},
+      {"EMBER_ENGINE_MAX_INFLIGHT", &options.max_in_flight, 1, 1 << 30},
+      {"EMBER_ENGINE_BULK_SIZE", &options.bulk_size, 0, 1 << 20},
+  };
+  for (const auto& knob : knobs)
+    *knob.field = IntFromEnv(knob.name, *knob.field, knob.min, knob.max);
   if (const char* path = std::getenv("ENGINE_PROFILE")) options.profile_path = path;
   const char* type = std::getenv("ENGINE_TYPE");
   if (type != nullptr && *type != '\0') {

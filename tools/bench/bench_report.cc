@@ -175,7 +175,7 @@ void PrintTable(const Table& table) {
   if (!table.rows.empty()) {
     std::string header = absl::StrFormat("%-40s %-*s", "case", unit_width, "unit");
     for (const std::string& column : table.columns) {
-        absl::StrAppend(&header, absl::StrFormat(" %12s", ShortName(column)));
+      absl::StrAppend(&header, absl::StrFormat(" %12s", ShortName(column)));
     }
     absl::PrintF("%s\n%s\n", header, std::string(header.size(), '-'));
   }

@@ -92,7 +92,7 @@ ABSL_FLAG(std::vector<std::string>, gpu_chain_us, std::vector<std::string>({"0",
           "kernel lengths of the GPU chain, in us; one case each");
 ABSL_FLAG(std::string, gpu_chain_prop, "copy_to_gpu",
           "where every other op of the GPU chain runs: copy_to_gpu or gpu_prioritized");
-ABSL_FLAG(int, gpu_dag_rounds, 2'000, "rounds of the GPU fan-out/fan-in DAG");
+ABSL_FLAG(int, gpu_dag_rounds, 2'000, "rounds of the GPU fan-out/fan-in DAG (0: skip it)");
 ABSL_FLAG(int, gpu_fan_out, 8, "branches of each round of the GPU fan-out/fan-in DAG");
 ABSL_FLAG(int, gpu_dag_kernel_us, 50, "kernel length of the GPU fan-out/fan-in DAG, in us");
 ABSL_FLAG(int, gpu_independent_ops, 10'000, "ops of each GPU independent case");
@@ -100,6 +100,8 @@ ABSL_FLAG(std::vector<std::string>, gpu_independent_us,
           std::vector<std::string>({"0", "10", "100"}),
           "kernel lengths of the GPU independent ops, in us; one case each");
 ABSL_FLAG(int, gpu_workers, 2, "normal GPU workers of the engines in the GPU cases");
+ABSL_FLAG(int, gpu_event_pool_size, 0,
+          "free CUDA events each engine of the GPU cases keeps for reuse (0: engine default)");
 
 namespace ember::bench {
 namespace {
@@ -134,10 +136,11 @@ struct BenchOptions {
 std::vector<int> IntsFromFlag(const char* flag, const std::vector<std::string>& values) {
   std::vector<int> ints;
   for (const std::string& value : values) {
+    if (value.empty()) continue;  // --gpu_chain_us= runs no chain
     int n = 0;
     if (!absl::SimpleAtoi(value, &n) || n < 0) {
-      throw InvalidArgument(absl::StrCat("[ember-bench-engine] --", flag, ": '", value,
-                                         "' is not a whole number"));
+      throw InvalidArgument(
+          absl::StrCat("[ember-bench-engine] --", flag, ": '", value, "' is not a whole number"));
     }
     ints.push_back(n);
   }
@@ -158,12 +161,13 @@ GpuBenchOptions GpuOptionsFromFlags() {
   }
   gpu.chain_prop =
       prop == "copy_to_gpu" ? engine::FnProperty::kCopyToGPU : engine::FnProperty::kGPUPrioritized;
-  gpu.dag_rounds = std::max(1, absl::GetFlag(FLAGS_gpu_dag_rounds));
+  gpu.dag_rounds = std::max(0, absl::GetFlag(FLAGS_gpu_dag_rounds));
   gpu.fan_out = std::max(1, absl::GetFlag(FLAGS_gpu_fan_out));
   gpu.dag_kernel_us = std::max(0, absl::GetFlag(FLAGS_gpu_dag_kernel_us));
   gpu.independent_ops = std::max(1, absl::GetFlag(FLAGS_gpu_independent_ops));
   gpu.independent_us = IntsFromFlag("gpu_independent_us", absl::GetFlag(FLAGS_gpu_independent_us));
   gpu.gpu_workers = std::max(1, absl::GetFlag(FLAGS_gpu_workers));
+  gpu.event_pool_size = std::max(0, absl::GetFlag(FLAGS_gpu_event_pool_size));
   return gpu;
 }
 
@@ -476,11 +480,12 @@ std::string JsonGpuOptions(const GpuBenchOptions& gpu) {
   return absl::StrFormat(
       "{\"engines\": %s, \"repeat\": %d, \"chain_ops\": %d, \"chain_us\": [%s], "
       "\"chain_prop\": %s, \"dag_rounds\": %d, \"fan_out\": %d, \"dag_kernel_us\": %d, "
-      "\"independent_ops\": %d, \"independent_us\": [%s], \"gpu_workers\": %d}",
+      "\"independent_ops\": %d, \"independent_us\": [%s], \"gpu_workers\": %d, "
+      "\"event_pool_size\": %d}",
       JsonList(gpu.engines, true), gpu.repeat, gpu.chain_ops, absl::StrJoin(gpu.chain_us, ", "),
-      JsonString(engine::ToString(gpu.chain_prop)), gpu.dag_rounds, gpu.fan_out,
-      gpu.dag_kernel_us, gpu.independent_ops, absl::StrJoin(gpu.independent_us, ", "),
-      gpu.gpu_workers);
+      JsonString(engine::ToString(gpu.chain_prop)), gpu.dag_rounds, gpu.fan_out, gpu.dag_kernel_us,
+      gpu.independent_ops, absl::StrJoin(gpu.independent_us, ", "), gpu.gpu_workers,
+      gpu.event_pool_size);
 }
 
 // The options as a JSON object, for the report.
