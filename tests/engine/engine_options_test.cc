@@ -64,6 +64,11 @@ TEST(EngineOptionsTest, KnobsComeFromTheEnvironment) {
   ScopedEnv pool("EMBER_NUM_WORKER_THREADS", "7");
   ScopedEnv bound("EMBER_ENGINE_MAX_INFLIGHT", "1000");
   ScopedEnv bulk("EMBER_ENGINE_BULK_SIZE", "16");
+  ScopedEnv gpu("EMBER_GPU_WORKER_NTHREADS", "4");
+  ScopedEnv copies("EMBER_GPU_COPY_NTHREADS", "2");
+  ScopedEnv gpu_prio("EMBER_GPU_PRIORITY_NTHREADS", "3");
+  ScopedEnv events("EMBER_GPU_EVENT_POOL_SIZE", "2");
+  ScopedEnv profile("ENGINE_PROFILE", "/tmp/trace.json");
   const EngineOptions options = EngineOptions::FromEnv();
   EXPECT_EQ(options.type, EngineType::kThreaded);
   EXPECT_TRUE(options.async_gpu);
@@ -72,6 +77,11 @@ TEST(EngineOptionsTest, KnobsComeFromTheEnvironment) {
   EXPECT_EQ(options.pool_workers, 7);
   EXPECT_EQ(options.max_in_flight, 1000);
   EXPECT_EQ(options.bulk_size, 16);
+  EXPECT_EQ(options.gpu_workers, 4);
+  EXPECT_EQ(options.gpu_copy_workers, 2);
+  EXPECT_EQ(options.gpu_priority_workers, 3);
+  EXPECT_EQ(options.gpu_event_pool_size, 2);
+  EXPECT_EQ(options.profile_path, "/tmp/trace.json");
 }
 
 TEST(EngineOptionsTest, DefaultIsThreadedEnginePerDevice) {
