@@ -1,0 +1,571 @@
+// The GPU cases (see gpu_cases.h). Each case has an engine side and a
+// hand-written side that issue the same kernels in the same order; each side
+// is timed from its first push or launch until the GPU is done (WaitForAll,
+// which synchronizes the engine's streams, or cudaDeviceSynchronize).
+//
+// Everything runs in the bench's own process: a child forked after CUDA is
+// initialized cannot use it, so the CPU cases' --isolate does not apply.
+// Each engine run gets a fresh engine, warmed up on a short run of the same
+// case first, so that making threads, streams and events is not timed; the
+// hand-written side makes its streams and events before its clock starts.
+
+#include "tools/bench/gpu_cases.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include <cuda_runtime_api.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/engine.h"
+#include "engine/error.h"
+#include "tools/bench/gpu_kernels.h"
+
+namespace ember::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using engine::FnProperty;
+
+constexpr char kHand[] = "hand-written";
+constexpr char kIdeal[] = "ideal";
+constexpr char kTargetEngine[] = "ThreadedEnginePerDeviceAsync";
+
+void Check(cudaError_t status, const char* what) {
+  if (status == cudaSuccess) return;
+  throw CudaError(absl::StrFormat("[ember-bench-engine GPU cases] %s: %s (%s)", what,
+                                  cudaGetErrorName(status), cudaGetErrorString(status)));
+}
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Device ints that the kernels increment: zeroed before a run, read after.
+class Counters {
+ public:
+  explicit Counters(int size) : size_(size) {
+    Check(cudaMalloc(reinterpret_cast<void**>(&data_), size * sizeof(int)), "cudaMalloc");
+  }
+  ~Counters() { cudaFree(data_); }
+  Counters(const Counters&) = delete;
+  Counters& operator=(const Counters&) = delete;
+
+  [[nodiscard]] int* at(int i) const { return data_ + i; }
+
+  // cudaMemset runs on the legacy stream, which the engines' non-blocking
+  // streams do not wait for: the device sync makes sure it is done.
+  void Zero() {
+    Check(cudaMemset(data_, 0, size_ * sizeof(int)), "cudaMemset");
+    Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (zero counters)");
+  }
+
+  // True when the first expected.size() counters hold `expected`; names the
+  // first one that differs on stderr otherwise.
+  [[nodiscard]] bool Match(const std::string& who, const std::vector<int>& expected) const {
+    std::vector<int> actual(expected.size());
+    Check(cudaMemcpy(actual.data(), data_, actual.size() * sizeof(int), cudaMemcpyDeviceToHost),
+          "cudaMemcpy (counters)");
+    for (size_t i = 0; i < expected.size(); ++i) {
+      if (actual[i] == expected[i]) continue;
+      absl::FPrintF(stderr, "[ember-bench-engine] ERROR: %s: counter %d is %d, expected %d\n", who,
+                    i, actual[i], expected[i]);
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  const int size_;
+  int* data_ = nullptr;
+};
+
+// The streams and events of one hand-written run; non-blocking streams and
+// events without timing, as the engines make them.
+class HandStreams {
+ public:
+  HandStreams(int streams, int events) : streams_(streams), events_(events) {
+    for (cudaStream_t& stream : streams_) {
+      Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    }
+    for (cudaEvent_t& event : events_) {
+      Check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+    }
+  }
+  ~HandStreams() {
+    cudaDeviceSynchronize();
+    for (cudaStream_t stream : streams_) cudaStreamDestroy(stream);
+    for (cudaEvent_t event : events_) cudaEventDestroy(event);
+  }
+  HandStreams(const HandStreams&) = delete;
+  HandStreams& operator=(const HandStreams&) = delete;
+
+  [[nodiscard]] cudaStream_t stream(int i) const { return streams_[i]; }
+  [[nodiscard]] cudaEvent_t event(int i) const { return events_[i]; }
+
+  // `waiter` waits on the GPU for what event(i) last captured.
+  void Wait(int waiter, int i) const {
+    Check(cudaStreamWaitEvent(streams_[waiter], events_[i], 0), "cudaStreamWaitEvent");
+  }
+  void Record(int i, int on) const {
+    Check(cudaEventRecord(events_[i], streams_[on]), "cudaEventRecord");
+  }
+  // Waits for the GPU, then reports a failed launch.
+  static void Finish() {
+    Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    Check(cudaGetLastError(), "kernel launch");
+  }
+
+ private:
+  std::vector<cudaStream_t> streams_;
+  std::vector<cudaEvent_t> events_;
+};
+
+// ---------------------------------------------------------------------------
+// The engine side. Each op launches one kernel on its stream, as docs/engine.md
+// says a GPU op does: on_start() first, on_complete() right after the launch.
+
+void PushKernel(engine::Engine& engine, int* counter, int spin_us, engine::VarList reads,
+                engine::VarList writes, FnProperty prop) {
+  engine.PushAsync(
+      [counter, spin_us](engine::RunContext ctx, const engine::OnStart& on_start,
+                         const engine::OnComplete& on_complete) {
+        on_start();
+        LaunchSpinIncrement(static_cast<cudaStream_t>(ctx.stream), counter, spin_us);
+        on_complete();
+      },
+      reads, writes, {.ctx = engine::Context::GPU(0), .prop = prop, .name = "bench-kernel"});
+}
+
+double EngineChain(engine::Engine& engine, FnProperty second, int ops, int spin_us, int* counter) {
+  const engine::VarHandle var = engine.NewVariable();
+  const auto start = Clock::now();
+  for (int i = 0; i < ops; ++i) {
+    PushKernel(engine, counter, spin_us, {}, {var}, i % 2 == 0 ? FnProperty::kNormal : second);
+  }
+  engine.WaitForAll();
+  const double seconds = SecondsSince(start);
+  engine.DeleteVariable(var);
+  engine.WaitForAll();
+  return seconds;
+}
+
+// counters: 0 for X (two kernels a round), 1..fan_out for the branches.
+double EngineFanOut(engine::Engine& engine, int rounds, int fan_out, int spin_us,
+                    const Counters& counters) {
+  const engine::VarHandle x = engine.NewVariable();
+  std::vector<engine::VarHandle> branches(fan_out);
+  for (engine::VarHandle& var : branches) var = engine.NewVariable();
+  const auto start = Clock::now();
+  for (int r = 0; r < rounds; ++r) {
+    PushKernel(engine, counters.at(0), spin_us, {}, {x}, FnProperty::kNormal);
+    for (int k = 0; k < fan_out; ++k) {
+      PushKernel(engine, counters.at(1 + k), spin_us, {x}, {branches[k]}, FnProperty::kNormal);
+    }
+    PushKernel(engine, counters.at(0), spin_us, branches, {x}, FnProperty::kNormal);
+  }
+  engine.WaitForAll();
+  const double seconds = SecondsSince(start);
+  engine.DeleteVariable(x);
+  for (engine::VarHandle var : branches) engine.DeleteVariable(var);
+  engine.WaitForAll();
+  return seconds;
+}
+
+double EngineIndependent(engine::Engine& engine, int ops, int spin_us, const Counters& counters) {
+  std::vector<engine::VarHandle> vars(ops);
+  for (engine::VarHandle& var : vars) var = engine.NewVariable();
+  const auto start = Clock::now();
+  for (int i = 0; i < ops; ++i) {
+    PushKernel(engine, counters.at(i), spin_us, {}, {vars[i]}, FnProperty::kNormal);
+  }
+  engine.WaitForAll();
+  const double seconds = SecondsSince(start);
+  for (engine::VarHandle var : vars) engine.DeleteVariable(var);
+  engine.WaitForAll();
+  return seconds;
+}
+
+// ---------------------------------------------------------------------------
+// The hand-written side: one thread issuing the same kernels, with the
+// fewest event waits that keep the same order.
+
+// On 2 streams, alternating; on 1, the same kernels in stream order alone.
+double HandChain(int ops, int spin_us, int streams, int* counter) {
+  const HandStreams hand(streams, streams);  // event i: stream i's last kernel
+  const auto start = Clock::now();
+  for (int i = 0; i < ops; ++i) {
+    const int s = i % streams;
+    if (i > 0 && streams == 2) hand.Wait(s, 1 - s);
+    LaunchSpinIncrement(hand.stream(s), counter, spin_us);
+    hand.Record(s, s);
+  }
+  HandStreams::Finish();
+  return SecondsSince(start);
+}
+
+// Stream 0 runs the writes of X; stream k the k-th branch. Event 0 marks a
+// round's first kernel, event k branch k.
+double HandFanOut(int rounds, int fan_out, int spin_us, const Counters& counters) {
+  const HandStreams hand(fan_out + 1, fan_out + 1);
+  const auto start = Clock::now();
+  for (int r = 0; r < rounds; ++r) {
+    LaunchSpinIncrement(hand.stream(0), counters.at(0), spin_us);
+    hand.Record(0, 0);
+    for (int k = 1; k <= fan_out; ++k) {
+      hand.Wait(k, 0);
+      LaunchSpinIncrement(hand.stream(k), counters.at(k), spin_us);
+      hand.Record(k, k);
+    }
+    for (int k = 1; k <= fan_out; ++k) hand.Wait(0, k);
+    LaunchSpinIncrement(hand.stream(0), counters.at(0), spin_us);
+  }
+  HandStreams::Finish();
+  return SecondsSince(start);
+}
+
+double HandIndependent(int ops, int spin_us, int streams, const Counters& counters) {
+  const HandStreams hand(streams, /*events=*/0);
+  const auto start = Clock::now();
+  for (int i = 0; i < ops; ++i) {
+    LaunchSpinIncrement(hand.stream(i % streams), counters.at(i), spin_us);
+  }
+  HandStreams::Finish();
+  return SecondsSince(start);
+}
+
+// ---------------------------------------------------------------------------
+// Runs and figures.
+
+// Every run's figure by (row key, column), in run order.
+using Samples = std::map<std::pair<std::string, std::string>, std::vector<double>>;
+
+std::optional<double> Median(const Samples& samples, const std::string& key,
+                             const std::string& column) {
+  auto it = samples.find({key, column});
+  if (it == samples.end()) return std::nullopt;
+  return Percentile(it->second, 0.5);
+}
+
+// The plain twin of an Async engine ("...Async" less the suffix), or "".
+std::string PlainTwin(const std::string& name) {
+  constexpr std::string_view kSuffix = "Async";
+  if (!std::string_view(name).ends_with(kSuffix)) return "";
+  return name.substr(0, name.size() - kSuffix.size());
+}
+
+class GpuBench {
+ public:
+  explicit GpuBench(const GpuBenchOptions& options)
+      : options_(options), counters_(std::max({options.independent_ops, options.fan_out + 1, 1})) {}
+
+  void RunChain(int spin_us, int run);
+  void RunSameStreamChain(int run);
+  void RunFanOut(int run);
+  void RunIndependent(int spin_us, int run);
+  [[nodiscard]] bool counts_ok() const { return counts_ok_; }
+  // The table rows of every case, with the ratios and targets.
+  void AddRows(ExtraTable* table);
+
+ private:
+  std::unique_ptr<engine::Engine> MakeEngine(const std::string& name, int gpu_workers) const;
+  void Record(const std::string& key, const std::string& column, int run, double value,
+              const char* unit);
+  void Verify(const std::string& who, const std::vector<int>& expected);
+  // For every run: numerator's figure / denominator's, under (key, column).
+  void AddRatio(const std::string& key, const std::string& column, const std::string& num_key,
+                const std::string& num_column, const std::string& den_key,
+                const std::string& den_column);
+  void AddRow(ExtraTable* table, const std::string& key, const char* unit, std::string label);
+  void AddChainRows(ExtraTable* table, int spin_us);
+  void AddSameStreamChainRows(ExtraTable* table);
+  void AddFanOutRows(ExtraTable* table);
+  void AddIndependentRows(ExtraTable* table, int spin_us);
+
+  const GpuBenchOptions& options_;
+  Counters counters_;
+  Samples samples_;
+  bool counts_ok_ = true;
+};
+
+std::unique_ptr<engine::Engine> GpuBench::MakeEngine(const std::string& name,
+                                                     int gpu_workers) const {
+  engine::EngineOptions engine_options = engine::ParseEngineType(name);
+  engine_options.gpu_workers = gpu_workers;
+  engine_options.pool_workers = gpu_workers;  // ThreadedEngine: as many streams
+  if (options_.event_pool_size > 0) engine_options.gpu_event_pool_size = options_.event_pool_size;
+  return engine::CreateEngine(engine_options);
+}
+
+void GpuBench::Record(const std::string& key, const std::string& column, int run, double value,
+                      const char* unit) {
+  samples_[{key, column}].push_back(value);
+  absl::FPrintF(stderr, "[ember-bench-engine] run %d %-29s %-28s %.6g %s\n", run + 1, column, key,
+                value, unit);
+}
+
+void GpuBench::Verify(const std::string& who, const std::vector<int>& expected) {
+  counts_ok_ = counters_.Match(who, expected) && counts_ok_;
+}
+
+std::string ChainKey(int spin_us) { return absl::StrCat("gpu_chain_", spin_us, "us"); }
+
+void GpuBench::RunChain(int spin_us, int run) {
+  const std::string key = ChainKey(spin_us);
+  const int ops = options_.chain_ops;
+  for (const std::string& name : options_.engines) {
+    auto engine = MakeEngine(name, options_.gpu_workers);
+    EngineChain(*engine, options_.chain_prop, std::min(ops, 1000), spin_us, counters_.at(0));
+    counters_.Zero();
+    const double seconds = EngineChain(*engine, options_.chain_prop, ops, spin_us, counters_.at(0));
+    Verify(absl::StrCat(name, " ", key), {ops});
+    Record(key, name, run, 1e6 * seconds / ops, "us/hop");
+  }
+  counters_.Zero();
+  const double seconds = HandChain(ops, spin_us, /*streams=*/2, counters_.at(0));
+  Verify(absl::StrCat(kHand, " ", key), {ops});
+  Record(key, kHand, run, 1e6 * seconds / ops, "us/hop");
+}
+
+// The chain of 0 us kernels on one GPU worker: every op is the continuation
+// of the one before on the same thread and stream, so this is the engine's
+// cost per GPU op without a hand-off between workers or an event wait.
+void GpuBench::RunSameStreamChain(int run) {
+  const std::string key = "gpu_chain_same_stream";
+  const int ops = options_.chain_ops;
+  for (const std::string& name : options_.engines) {
+    auto engine = MakeEngine(name, /*gpu_workers=*/1);
+    EngineChain(*engine, FnProperty::kNormal, std::min(ops, 1000), 0, counters_.at(0));
+    counters_.Zero();
+    const double seconds = EngineChain(*engine, FnProperty::kNormal, ops, 0, counters_.at(0));
+    Verify(absl::StrCat(name, " ", key), {ops});
+    Record(key, name, run, 1e6 * seconds / ops, "us/op");
+  }
+  counters_.Zero();
+  const double seconds = HandChain(ops, 0, /*streams=*/1, counters_.at(0));
+  Verify(absl::StrCat(kHand, " ", key), {ops});
+  Record(key, kHand, run, 1e6 * seconds / ops, "us/op");
+}
+
+void GpuBench::RunFanOut(int run) {
+  const int rounds = options_.dag_rounds;
+  if (rounds == 0) return;
+  const int k = options_.fan_out;
+  const int us = options_.dag_kernel_us;
+  std::vector<int> expected(k + 1, rounds);
+  expected[0] = 2 * rounds;
+  for (const std::string& name : options_.engines) {
+    auto engine = MakeEngine(name, std::max(options_.gpu_workers, k));
+    EngineFanOut(*engine, std::min(rounds, 50), k, us, counters_);
+    counters_.Zero();
+    const double seconds = EngineFanOut(*engine, rounds, k, us, counters_);
+    Verify(absl::StrCat(name, " gpu_fanout"), expected);
+    Record("gpu_fanout", name, run, 1e6 * seconds / rounds, "us/round");
+  }
+  counters_.Zero();
+  const double seconds = HandFanOut(rounds, k, us, counters_);
+  Verify(absl::StrCat(kHand, " gpu_fanout"), expected);
+  Record("gpu_fanout", kHand, run, 1e6 * seconds / rounds, "us/round");
+  Record("gpu_fanout", kIdeal, run, 3.0 * us, "us/round");  // the critical path
+}
+
+std::string IndependentKey(int spin_us) { return absl::StrCat("gpu_independent_", spin_us, "us"); }
+
+void GpuBench::RunIndependent(int spin_us, int run) {
+  const std::string key = IndependentKey(spin_us);
+  const int ops = options_.independent_ops;
+  const std::vector<int> expected(ops, 1);
+  for (const std::string& name : options_.engines) {
+    auto engine = MakeEngine(name, options_.gpu_workers);
+    // At full size, so that with a --gpu_event_pool_size of at least `ops`
+    // the timed run finds every event it needs made already.
+    EngineIndependent(*engine, ops, spin_us, counters_);
+    counters_.Zero();
+    const double seconds = EngineIndependent(*engine, ops, spin_us, counters_);
+    Verify(absl::StrCat(name, " ", key), expected);
+    Record(key, name, run, ops / seconds, "kernels/s");
+  }
+  counters_.Zero();
+  const double seconds = HandIndependent(ops, spin_us, options_.gpu_workers, counters_);
+  Verify(absl::StrCat(kHand, " ", key), expected);
+  Record(key, kHand, run, ops / seconds, "kernels/s");
+}
+
+void GpuBench::AddRatio(const std::string& key, const std::string& column,
+                        const std::string& num_key, const std::string& num_column,
+                        const std::string& den_key, const std::string& den_column) {
+  auto num = samples_.find({num_key, num_column});
+  auto den = samples_.find({den_key, den_column});
+  if (num == samples_.end() || den == samples_.end()) return;
+  const size_t runs = std::min(num->second.size(), den->second.size());
+  for (size_t run = 0; run < runs; ++run) {
+    samples_[{key, column}].push_back(num->second[run] / den->second[run]);
+  }
+}
+
+void GpuBench::AddRow(ExtraTable* table, const std::string& key, const char* unit,
+                      std::string label) {
+  ExtraTable::Row row{key, unit, std::move(label), {}};
+  for (const std::string& column : table->columns) {
+    if (auto value = Median(samples_, key, column)) row.values[column] = *value;
+  }
+  if (!row.values.empty()) table->rows.push_back(std::move(row));
+}
+
+// Per hop, engine / hand-written per hop, and plain / Async: how much faster
+// each Async engine is than its plain twin.
+void GpuBench::AddChainRows(ExtraTable* table, int spin_us) {
+  const std::string key = ChainKey(spin_us);
+  for (const std::string& name : options_.engines) {
+    AddRatio(key + "_vs_hand", name, key, name, key, kHand);
+    if (const std::string plain = PlainTwin(name); !plain.empty()) {
+      AddRatio(key + "_plain_vs_async", name, key, plain, key, name);
+    }
+  }
+  AddRow(table, key, "us/hop", absl::StrCat("chain, ", spin_us, " us kernels: per hop"));
+  AddRow(table, key + "_vs_hand", "x", "  engine / hand-written");
+  AddRow(table, key + "_plain_vs_async", "x", "  plain / Async (Async speedup)");
+  if (spin_us == 0) {
+    table->targets.push_back(
+        {"chain, 0 us kernels: Async / hand-written", key + "_vs_hand", 1.25, false});
+  }
+  if (spin_us == 10) {
+    table->targets.push_back(
+        {"chain, 10 us kernels: plain / Async", key + "_plain_vs_async", 1.8, true});
+  }
+}
+
+void GpuBench::AddSameStreamChainRows(ExtraTable* table) {
+  const std::string key = "gpu_chain_same_stream";
+  for (const std::string& name : options_.engines) {
+    AddRatio(key + "_vs_hand", name, key, name, key, kHand);
+  }
+  AddRow(table, key, "us/op", "chain, 0 us kernels, one stream: per op");
+  AddRow(table, key + "_vs_hand", "x", "  engine / hand-written");
+}
+
+void GpuBench::AddFanOutRows(ExtraTable* table) {
+  const std::string key = "gpu_fanout";
+  const double kernels = options_.fan_out + 2;  // a round's kernels
+  for (const auto& [sample_key, values] : Samples(samples_)) {
+    if (sample_key.first != key) continue;
+    for (double micros : values)
+      samples_[{key + "_rate", sample_key.second}].push_back(kernels * 1e6 / micros);
+  }
+  for (const std::string& column : table->columns) {
+    AddRatio(key + "_vs_ideal", column, key, column, key, kIdeal);
+    AddRatio(key + "_vs_hand", column, key, column, key, kHand);
+    if (const std::string plain = PlainTwin(column); !plain.empty()) {
+      AddRatio(key + "_plain_vs_async", column, key, plain, key, column);
+    }
+  }
+  samples_.erase({key + "_vs_ideal", kIdeal});
+  samples_.erase({key + "_vs_hand", kHand});
+  samples_.erase({key + "_vs_hand", kIdeal});
+  AddRow(table, key, "us/round",
+         absl::StrFormat("fan-out/in K=%d, %d us: per round", options_.fan_out,
+                         options_.dag_kernel_us));
+  AddRow(table, key + "_rate", "kernels/s", "  throughput");
+  AddRow(table, key + "_vs_ideal", "x", "  / ideal (3 kernels a round)");
+  AddRow(table, key + "_vs_hand", "x", "  engine / hand-written");
+  AddRow(table, key + "_plain_vs_async", "x", "  plain / Async (Async speedup)");
+}
+
+// Throughput ratios: engine / hand-written above 1 means the engine is faster.
+void GpuBench::AddIndependentRows(ExtraTable* table, int spin_us) {
+  const std::string key = IndependentKey(spin_us);
+  for (const std::string& name : options_.engines) {
+    AddRatio(key + "_vs_hand", name, key, name, key, kHand);
+  }
+  AddRow(table, key, "kernels/s", absl::StrCat("independent, ", spin_us, " us kernels"));
+  AddRow(table, key + "_vs_hand", "x", "  engine / hand-written");
+}
+
+void GpuBench::AddRows(ExtraTable* table) {
+  for (int us : options_.chain_us) AddChainRows(table, us);
+  AddSameStreamChainRows(table);
+  AddFanOutRows(table);
+  for (int us : options_.independent_us) AddIndependentRows(table, us);
+}
+
+// The device's name, or why the cases cannot run (in `why`).
+std::optional<std::string> DeviceName(std::string* why) {
+  int devices = 0;
+  const cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status != cudaSuccess || devices == 0) {
+    *why = status != cudaSuccess ? absl::StrCat("cudaGetDeviceCount: ", cudaGetErrorName(status),
+                                                " (", cudaGetErrorString(status), ")")
+                                 : "no CUDA device";
+    return std::nullopt;
+  }
+  cudaDeviceProp prop{};
+  Check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  int runtime = 0;
+  int driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  return absl::StrFormat("%s (sm_%d%d), CUDA runtime %d.%d, driver %d.%d", prop.name, prop.major,
+                         prop.minor, runtime / 1000, runtime % 1000 / 10, driver / 1000,
+                         driver % 1000 / 10);
+}
+
+std::vector<std::string> OptionNotes(const GpuBenchOptions& o) {
+  return {
+      absl::StrFormat("chain: %d ops alternating kNormal and k%s on gpu(0); hand-written: 2 "
+                      "streams, cudaStreamWaitEvent on every hop; one stream: 1 GPU worker",
+                      o.chain_ops, engine::ToString(o.chain_prop)),
+      absl::StrFormat("fan-out/in: %d rounds of 1 + %d + 1 kernels, engines with %d normal GPU "
+                      "workers; hand-written: %d streams",
+                      o.dag_rounds, o.fan_out, std::max(o.gpu_workers, o.fan_out), o.fan_out + 1),
+      absl::StrFormat("independent: %d ops, a var each; engines with %d normal GPU workers; "
+                      "hand-written: the kernels back to back on %d streams",
+                      o.independent_ops, o.gpu_workers, o.gpu_workers),
+      absl::StrFormat("median of %d runs, engines and hand-written round-robin in one process; "
+                      "GPU event pool: %s",
+                      o.repeat,
+                      o.event_pool_size > 0 ? absl::StrCat(o.event_pool_size, " events")
+                                            : std::string("engine default")),
+  };
+}
+
+}  // namespace
+
+GpuCasesResult RunGpuCases(const GpuBenchOptions& options) {
+  GpuCasesResult result;
+  ExtraTable& table = result.table;
+  table.title = "Engine (GPU)";
+  table.target_engine = kTargetEngine;
+  std::string why;
+  const std::optional<std::string> device = DeviceName(&why);
+  if (!device) {
+    table.notes.push_back(absl::StrCat("GPU cases skipped: ", why));
+    absl::FPrintF(stderr, "[ember-bench-engine] %s\n", table.notes.back());
+    return result;
+  }
+  absl::FPrintF(stderr, "[ember-bench-engine] GPU cases on %s\n", *device);
+  table.columns = options.engines;
+  table.columns.push_back(kHand);
+  table.columns.push_back(kIdeal);
+  GpuBench bench(options);
+  HandChain(100, 0, 2, Counters(1).at(0));  // loads the kernel's module untimed
+  for (int run = 0; run < options.repeat; ++run) {
+    for (int us : options.chain_us) bench.RunChain(us, run);
+    if (!options.chain_us.empty()) bench.RunSameStreamChain(run);
+    bench.RunFanOut(run);
+    for (int us : options.independent_us) bench.RunIndependent(us, run);
+  }
+  bench.AddRows(&table);
+  table.notes.push_back(absl::StrCat("device: ", *device));
+  for (std::string& note : OptionNotes(options)) table.notes.push_back(std::move(note));
+  result.counts_ok = bench.counts_ok();
+  if (!result.counts_ok) table.notes.push_back("ERROR: a run's counters did not match its kernels");
+  return result;
+}
+
+}  // namespace ember::bench
