@@ -46,8 +46,10 @@ DependencyEngine::DependencyEngine(const EngineOptions& options)
       profiler_(options.profile_path.empty() ? nullptr
                                              : std::make_unique<Profiler>(options.profile_path)),
       backend_(MakeGpuBackend(options)),
-      executor_(MakeExecutor(options, backend_ ? backend_->device_count() : 0,
-                             [this](OprBlock* block) { Execute(block); })) {
+      executor_(MakeExecutor(
+          options, backend_ ? backend_->device_count() : 0,
+          [this](OprBlock* block) { Execute(block); },
+          [this](int device) { (void)backend_->StreamForThread(device); })) {
   if (backend_ != nullptr) backend_->SetProfiler(profiler_.get());
   Bulk::Register(this);
   Log().debug("{} started (engine #{})", name_, id_);

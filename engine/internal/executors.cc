@@ -47,11 +47,12 @@ class PooledExecutor final : public Executor {
 // prioritized ops never queue behind normal ones.
 struct DevicePools {
   DevicePools(const std::string& device, int normal, int copies, int priority,
-              const Executor::RunFn& run)
-      : normal(device, normal, MakeFifoQueue(), run, /*continuations=*/true),
-        copy_in(device + "-in", copies, MakeFifoQueue(), run, /*continuations=*/true),
-        copy_out(device + "-out", copies, MakeFifoQueue(), run, /*continuations=*/true),
-        priority(device + "-prio", priority, MakePriorityQueue(), run, /*continuations=*/false) {}
+              const Executor::RunFn& run, const std::function<void()>& init)
+      : normal(device, normal, MakeFifoQueue(), run, /*continuations=*/true, init),
+        copy_in(device + "-in", copies, MakeFifoQueue(), run, /*continuations=*/true, init),
+        copy_out(device + "-out", copies, MakeFifoQueue(), run, /*continuations=*/true, init),
+        priority(device + "-prio", priority, MakePriorityQueue(), run, /*continuations=*/false,
+                 init) {}
 
   WorkerPool& For(FnProperty prop) {
     switch (prop) {
@@ -78,15 +79,16 @@ struct DevicePools {
 
 class PerDeviceExecutor final : public Executor {
  public:
-  PerDeviceExecutor(const EngineOptions& options, int gpus, const RunFn& run)
+  PerDeviceExecutor(const EngineOptions& options, int gpus, const RunFn& run,
+                    const GpuThreadInit& gpu_thread_init)
       : Executor(gpus),
         cpu_("ember-cpu", options.cpu_workers, MakeFifoQueue(), run, /*continuations=*/true),
         cpu_priority_("ember-cpu-prio", options.cpu_priority_workers, MakePriorityQueue(), run,
                       /*continuations=*/false) {
     for (int d = 0; d < gpus; ++d) {
-      gpu_.push_back(std::make_unique<DevicePools>(fmt::format("ember-gpu{}", d),
-                                                   options.gpu_workers, options.gpu_copy_workers,
-                                                   options.gpu_priority_workers, run));
+      gpu_.push_back(std::make_unique<DevicePools>(
+          fmt::format("ember-gpu{}", d), options.gpu_workers, options.gpu_copy_workers,
+          options.gpu_priority_workers, run, [gpu_thread_init, d] { gpu_thread_init(d); }));
     }
   }
 
@@ -118,15 +120,15 @@ class PerDeviceExecutor final : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> MakeExecutor(const EngineOptions& options, int gpus,
-                                       Executor::RunFn run) {
+std::unique_ptr<Executor> MakeExecutor(const EngineOptions& options, int gpus, Executor::RunFn run,
+                                       Executor::GpuThreadInit gpu_thread_init) {
   switch (options.type) {
     case EngineType::kNaive:
       return std::make_unique<InlineExecutor>(gpus, std::move(run));
     case EngineType::kThreaded:
       return std::make_unique<PooledExecutor>(options, gpus, std::move(run));
     case EngineType::kThreadedPerDevice:
-      return std::make_unique<PerDeviceExecutor>(options, gpus, run);
+      return std::make_unique<PerDeviceExecutor>(options, gpus, run, gpu_thread_init);
   }
   throw InvalidArgument("[MakeExecutor] unknown engine type");
 }

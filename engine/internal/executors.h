@@ -31,6 +31,8 @@ struct OprBlock;
 class Executor {
  public:
   using RunFn = std::function<void(OprBlock*)>;
+  // Called on each GPU worker thread as it starts, with its device.
+  using GpuThreadInit = std::function<void(int device)>;
   virtual ~Executor() = default;
 
   explicit Executor(int gpus) : gpus_(gpus) {}
@@ -56,6 +58,9 @@ class Executor {
 };
 
 // An executor for options.type with workers for `gpus` GPUs.
-std::unique_ptr<Executor> MakeExecutor(const EngineOptions& options, int gpus, Executor::RunFn run);
+// `gpu_thread_init` prepares a GPU worker thread (its stream) before its
+// first op, so that no op pays for it.
+std::unique_ptr<Executor> MakeExecutor(const EngineOptions& options, int gpus, Executor::RunFn run,
+                                       Executor::GpuThreadInit gpu_thread_init);
 
 }  // namespace ember::engine::internal

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
 #include <nvtx3/nvToolsExt.h>
 
 #include "engine/internal/cuda/cuda_check.h"
@@ -178,7 +177,7 @@ class CudaBackend final : public GpuBackend {
   }
 
   void OnCompleteGpu(OprBlock* block) override {
-    CudaCheck(cudaGetLastError(), fmt::format("kernel launch of op '{}'", block->name));
+    CudaCheckForOp(cudaGetLastError(), "kernel launch", block->name);
     SyncStream& stream = Stream(block);
     if (timeline_ && block->profile_gpu_begin != nullptr) {
       timeline_->Add(block->name, block->ctx.device_id, stream.id(),
@@ -187,8 +186,7 @@ class CudaBackend final : public GpuBackend {
       block->profile_gpu_begin = nullptr;
     }
     if (!async_) {
-      CudaCheck(cudaStreamSynchronize(stream.get()),
-                fmt::format("cudaStreamSynchronize after op '{}'", block->name));
+      CudaCheckForOp(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize", block->name);
       return;
     }
     const EventRef event = pools_[block->ctx.device_id]->Record(stream);

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "engine/internal/logging.h"
 #include "engine/internal/thread_state.h"
 
 namespace ember::engine::internal {
@@ -17,11 +18,12 @@ constexpr int kMaxContinuationRun = 64;
 }  // namespace
 
 WorkerPool::WorkerPool(std::string name, int workers, std::unique_ptr<TaskQueue> queue, RunFn run,
-                       bool continuations)
+                       bool continuations, std::function<void()> on_thread_start)
     : name_(std::move(name)),
       queue_(std::move(queue)),
       run_(std::move(run)),
-      continuations_(continuations) {
+      continuations_(continuations),
+      on_thread_start_(std::move(on_thread_start)) {
   threads_.reserve(workers);
   for (int i = 0; i < workers; ++i) {
     threads_.emplace_back([this] { Loop(); });
@@ -48,6 +50,14 @@ void WorkerPool::Loop() {
   ThreadState& thread = CurrentThread();
   thread.is_worker = true;
   thread.pool = this;
+  if (on_thread_start_) {
+    try {
+      on_thread_start_();
+    } catch (const std::exception& e) {
+      // Not fatal here: the op that needs what failed reports it again.
+      Log().error("worker {} could not start: {}", name_, e.what());
+    }
+  }
   while (OprBlock* block = queue_->Pop()) {
     thread.continuation_run = 0;
     while (block != nullptr) {

@@ -23,7 +23,7 @@ class WorkerPool {
   // `continuations`, a worker that makes an op of this pool ready runs it
   // next itself instead of queueing it (FIFO pools only: it jumps the queue).
   WorkerPool(std::string name, int workers, std::unique_ptr<TaskQueue> queue, RunFn run,
-             bool continuations);
+             bool continuations, std::function<void()> on_thread_start = {});
   ~WorkerPool();  // Stop()s if not yet stopped
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -46,6 +46,7 @@ class WorkerPool {
   std::unique_ptr<TaskQueue> queue_;
   RunFn run_;
   const bool continuations_;
+  const std::function<void()> on_thread_start_;  // e.g. make the worker's CUDA stream
   std::vector<std::thread> threads_;
 };
 

@@ -10,23 +10,26 @@
 namespace ember::engine::internal {
 namespace {
 
-std::string Describe(cudaError_t status, std::string_view what, const std::source_location& where) {
-  return fmt::format("[{}] {} ({}) at {}:{}", what, cudaGetErrorName(status),
+std::string Describe(cudaError_t status, std::string_view what, std::string_view op,
+                     const std::source_location& where) {
+  const std::string context =
+      op.empty() ? std::string(what) : fmt::format("{} of op '{}'", what, op);
+  return fmt::format("[{}] {} ({}) at {}:{}", context, cudaGetErrorName(status),
                      cudaGetErrorString(status), where.file_name(), where.line());
 }
 
 }  // namespace
 
-void CudaCheck(cudaError_t status, std::string_view what, std::source_location where) {
-  if (status == cudaSuccess) return;
+void ThrowCudaError(cudaError_t status, std::string_view what, std::string_view op,
+                    std::source_location where) {
   (void)cudaGetLastError();
-  throw CudaError(Describe(status, what, where));
+  throw CudaError(Describe(status, what, op, where));
 }
 
 bool CudaLogIfError(cudaError_t status, std::string_view what, std::source_location where) {
   if (status == cudaSuccess) return true;
   (void)cudaGetLastError();
-  Log().error("{}", Describe(status, what, where));
+  Log().error("{}", Describe(status, what, {}, where));
   return false;
 }
 

@@ -18,9 +18,19 @@ namespace ember::engine::internal {
 
 // Throws ember::CudaError when `status` is not cudaSuccess. The sticky error
 // state of the runtime is cleared (cudaGetLastError) so that later checks
-// report their own failures.
-void CudaCheck(cudaError_t status, std::string_view what,
-               std::source_location where = std::source_location::current());
+// report their own failures. Inline, so that success costs one comparison:
+// the message is built only on failure.
+[[noreturn]] void ThrowCudaError(cudaError_t status, std::string_view what, std::string_view op,
+                                 std::source_location where);
+inline void CudaCheck(cudaError_t status, std::string_view what,
+                      std::source_location where = std::source_location::current()) {
+  if (status != cudaSuccess) ThrowCudaError(status, what, {}, where);
+}
+// The same for a call made on behalf of an op: "[what of op 'name'] ...".
+inline void CudaCheckForOp(cudaError_t status, std::string_view what, std::string_view op,
+                           std::source_location where = std::source_location::current()) {
+  if (status != cudaSuccess) ThrowCudaError(status, what, op, where);
+}
 
 // Logs (as an error) instead of throwing; returns whether `status` succeeded.
 bool CudaLogIfError(cudaError_t status, std::string_view what,

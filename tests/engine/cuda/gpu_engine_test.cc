@@ -265,19 +265,23 @@ TEST_P(GpuEngineTest, IndependentKernelsOnDifferentWorkersOverlap) {
   VarHandle a = engine_->NewVariable();
   VarHandle b = engine_->NewVariable();
   engine_->WaitForAll();
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < 2; ++i) {
-    engine_->PushAsync(
-        [flags, i](RunContext ctx, const OnStart& begin, const OnComplete& done) {
-          begin();
-          LaunchDelayedStore(static_cast<cudaStream_t>(ctx.stream), &flags[i], 1, 5000);
-          done();
-        },
-        {}, {i == 0 ? a : b}, {.ctx = Context::GPU(0), .name = "5ms"});
+  // Round 0 warms up (first launches of the kernel); round 1 is timed.
+  double ms = 0;
+  for (int round = 0; round < 2; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < 2; ++i) {
+      engine_->PushAsync(
+          [flags, i](RunContext ctx, const OnStart& begin, const OnComplete& done) {
+            begin();
+            LaunchDelayedStore(static_cast<cudaStream_t>(ctx.stream), &flags[i], 1, 5000);
+            done();
+          },
+          {}, {i == 0 ? a : b}, {.ctx = Context::GPU(0), .name = "5ms"});
+    }
+    engine_->WaitForAll();
+    ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
-  engine_->WaitForAll();
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(ms, 8.0) << "two 5 ms kernels on different vars ran one after the other";
   CudaCheck(cudaFreeHost(flags), "cudaFreeHost");
 }
