@@ -153,7 +153,12 @@ class CudaBackend final : public GpuBackend {
   int device_count() const override { return devices_; }
 
   ThreadStream StreamForThread(int device) override {
-    CudaCheck(cudaSetDevice(device), "cudaSetDevice");
+    // cudaGetDevice reads the runtime's per-thread state; cudaSetDevice goes to
+    // the driver, so it is called only when an op switches this thread's device
+    // (the op's own code may have switched it too).
+    int current = -1;
+    CudaCheck(cudaGetDevice(&current), "cudaGetDevice");
+    if (current != device) CudaCheck(cudaSetDevice(device), "cudaSetDevice");
     // Per thread, per backend: the streams this thread made, by device. The
     // id (never reused) keeps a new backend from finding a dead one's.
     thread_local uint64_t owner = 0;
@@ -168,10 +173,7 @@ class CudaBackend final : public GpuBackend {
 
   void OnStartGpu(OprBlock* block) override {
     if (!async_) return;  // the plain engines synced every input at its completion
-    std::vector<EventRef> waits;
-    for (const VarLink& link : block->links) {
-      objects_.For(*link.var).CollectWaits(link.mode, &waits);
-    }
+    const std::vector<EventRef> waits = Waits(*block);
     Stream(block).WaitFor(waits, block->name);
     if (timeline_) block->profile_gpu_begin = GpuTimeline::Mark(Stream(block).get());
   }
@@ -195,10 +197,7 @@ class CudaBackend final : public GpuBackend {
 
   void OnStartCpu(OprBlock* block) override {
     if (!async_) return;
-    std::vector<EventRef> waits;
-    for (const VarLink& link : block->links) {
-      objects_.For(*link.var).CollectWaits(link.mode, &waits);
-    }
+    const std::vector<EventRef> waits = Waits(*block);
     if (waits.empty()) return;
     const int64_t begin = profiler_ != nullptr ? profiler_->NowNs() : 0;
     HostWaitFor(waits, block->name);
@@ -225,6 +224,13 @@ class CudaBackend final : public GpuBackend {
   }
 
  private:
+  // The events `block` must follow before touching its vars.
+  std::vector<EventRef> Waits(const OprBlock& block) {
+    std::vector<EventRef> waits;
+    for (const VarLink& link : block.links) objects_.For(*link.var).CollectWaits(link.mode, &waits);
+    return waits;
+  }
+
   static SyncStream& Stream(OprBlock* block) {
     return *static_cast<SyncStream*>(block->stream.sync);
   }

@@ -3,6 +3,7 @@
 // (plain) or CUDA events (Async); CPU ops see the GPU's final writes; errors
 // of launches travel like CPU errors. Skipped without a CUDA device.
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iterator>
@@ -50,6 +51,25 @@ void HostApply(const WorkloadOp& op, uint64_t* data) {
   data[op.write] = acc;
 }
 
+// Pinned host memory (zeroed) that kernels and CPU ops both use; freed on
+// scope exit, also when an assertion ends the test early.
+template <typename T>
+class Pinned {
+ public:
+  explicit Pinned(size_t count) {
+    CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&data_), count * sizeof(T)),
+              "cudaMallocHost");
+    std::fill(data_, data_ + count, T{});
+  }
+  ~Pinned() { internal::CudaLogIfError(cudaFreeHost(data_), "cudaFreeHost"); }
+  Pinned(const Pinned&) = delete;
+  Pinned& operator=(const Pinned&) = delete;
+  T* get() const { return data_; }
+
+ private:
+  T* data_ = nullptr;
+};
+
 class GpuEngineTest : public ::testing::TestWithParam<GpuCase> {
  protected:
   void SetUp() override {
@@ -77,9 +97,8 @@ TEST_P(GpuEngineTest, RandomCpuGpuWorkloadMatchesSerialRun) {
   spec.max_reads = 6;
   spec.seed = 99;
   const Workload workload = MakeRandomWorkload(spec);
-  uint64_t* data = nullptr;
-  CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&data), workload.num_vars * sizeof(uint64_t)),
-            "cudaMallocHost");
+  Pinned<uint64_t> pinned_data(workload.num_vars);
+  uint64_t* data = pinned_data.get();
   std::copy(workload.initial.begin(), workload.initial.end(), data);
   std::vector<VarHandle> vars;
   for (int v = 0; v < workload.num_vars; ++v) vars.push_back(engine_->NewVariable());
@@ -119,10 +138,8 @@ TEST_P(GpuEngineTest, RandomCpuGpuWorkloadMatchesSerialRun) {
   }
   // kDeleteVar on the GPU: each deletion runs after the var's GPU work, on a
   // GPU worker's stream, and copies the var's final value out there.
-  uint64_t* final_values = nullptr;
-  CudaCheck(
-      cudaMallocHost(reinterpret_cast<void**>(&final_values), workload.num_vars * sizeof(uint64_t)),
-      "cudaMallocHost");
+  Pinned<uint64_t> pinned_final(workload.num_vars);
+  uint64_t* final_values = pinned_final.get();
   for (int v = 0; v < workload.num_vars; ++v) {
     engine_->DeleteVariable(
         vars[v],
@@ -137,16 +154,13 @@ TEST_P(GpuEngineTest, RandomCpuGpuWorkloadMatchesSerialRun) {
   const std::vector<uint64_t> expected = RunSerial(workload);
   EXPECT_EQ(std::vector<uint64_t>(data, data + workload.num_vars), expected);
   EXPECT_EQ(std::vector<uint64_t>(final_values, final_values + workload.num_vars), expected);
-  CudaCheck(cudaFreeHost(final_values), "cudaFreeHost");
-  CudaCheck(cudaFreeHost(data), "cudaFreeHost");
 }
 
 // A 10,000-op chain on one var whose ops hop between the GPU worker kinds
 // (so between streams); each op checks it follows its predecessor.
 TEST_P(GpuEngineTest, TenThousandOpChainAcrossStreamsKeepsOrder) {
-  int* counter = nullptr;
-  CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&counter), 2 * sizeof(int)), "cudaMallocHost");
-  counter[0] = counter[1] = 0;
+  Pinned<int> pinned_counter(2);
+  int* counter = pinned_counter.get();
   VarHandle v = engine_->NewVariable();
   constexpr FnProperty kProps[] = {FnProperty::kNormal, FnProperty::kCopyToGPU,
                                    FnProperty::kGPUPrioritized, FnProperty::kCopyFromGPU};
@@ -164,13 +178,11 @@ TEST_P(GpuEngineTest, TenThousandOpChainAcrossStreamsKeepsOrder) {
   engine_->WaitForAll();
   EXPECT_EQ(counter[0], kOps);
   EXPECT_EQ(counter[1], 0) << "ops of the chain ran out of order";
-  CudaCheck(cudaFreeHost(counter), "cudaFreeHost");
 }
 
 TEST_P(GpuEngineTest, CpuOpReadingAGpuWrittenVarSeesTheFinalValue) {
-  int* value = nullptr;
-  CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&value), sizeof(int)), "cudaMallocHost");
-  *value = 0;
+  Pinned<int> pinned_value(1);
+  int* value = pinned_value.get();
   VarHandle v = engine_->NewVariable();
   engine_->PushAsync(
       [value](RunContext ctx, const OnStart& start, const OnComplete& done) {
@@ -183,16 +195,14 @@ TEST_P(GpuEngineTest, CpuOpReadingAGpuWrittenVarSeesTheFinalValue) {
   engine_->PushSync([&](RunContext) { seen = *value; }, {v}, {});
   engine_->WaitForAll();
   EXPECT_EQ(seen, 42);
-  CudaCheck(cudaFreeHost(value), "cudaFreeHost");
 }
 
 TEST_P(GpuEngineTest, CopiesBothWaysThroughTheCopyWorkers) {
-  int* host = nullptr;
+  Pinned<int> pinned_host(2);
+  int* host = pinned_host.get();
   int* device = nullptr;
-  CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&host), 2 * sizeof(int)), "cudaMallocHost");
   CudaCheck(cudaMalloc(reinterpret_cast<void**>(&device), sizeof(int)), "cudaMalloc");
   host[0] = 17;
-  host[1] = 0;
   VarHandle on_host = engine_->NewVariable();
   VarHandle on_device = engine_->NewVariable();
   VarHandle back = engine_->NewVariable();
@@ -218,7 +228,6 @@ TEST_P(GpuEngineTest, CopiesBothWaysThroughTheCopyWorkers) {
   EXPECT_EQ(host[1], 17);
   engine_->WaitForAll();
   CudaCheck(cudaFree(device), "cudaFree");
-  CudaCheck(cudaFreeHost(host), "cudaFreeHost");
 }
 
 TEST_P(GpuEngineTest, FailedLaunchIsTheOpsErrorAndTravels) {
@@ -260,8 +269,8 @@ TEST_P(GpuEngineTest, GpuThatDoesNotExistIsUnavailable) {
 
 TEST_P(GpuEngineTest, IndependentKernelsOnDifferentWorkersOverlap) {
   if (GetParam().type == EngineType::kNaive) GTEST_SKIP() << "NaiveEngine runs one op at a time";
-  int* flags = nullptr;
-  CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&flags), 2 * sizeof(int)), "cudaMallocHost");
+  Pinned<int> pinned_flags(2);
+  int* flags = pinned_flags.get();
   VarHandle a = engine_->NewVariable();
   VarHandle b = engine_->NewVariable();
   engine_->WaitForAll();
@@ -283,14 +292,13 @@ TEST_P(GpuEngineTest, IndependentKernelsOnDifferentWorkersOverlap) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
   EXPECT_LT(ms, 8.0) << "two 5 ms kernels on different vars ran one after the other";
-  CudaCheck(cudaFreeHost(flags), "cudaFreeHost");
 }
 
 TEST(GpuProfileTest, GpuSpansGoOnStreamRowsTimedByEvents) {
   if (internal::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
   const std::string path = ::testing::TempDir() + "ember_gpu_profile_test.json";
-  int* value = nullptr;
-  CudaCheck(cudaMallocHost(reinterpret_cast<void**>(&value), sizeof(int)), "cudaMallocHost");
+  Pinned<int> pinned_value(1);
+  int* value = pinned_value.get();
   {
     EngineOptions options;
     options.async_gpu = true;
@@ -317,7 +325,6 @@ TEST(GpuProfileTest, GpuSpansGoOnStreamRowsTimedByEvents) {
   ASSERT_NE(span, std::string::npos);
   const size_t dur = trace.find("\"dur\":", span);
   EXPECT_GT(std::stod(trace.substr(dur + 6)), 1500.0);
-  CudaCheck(cudaFreeHost(value), "cudaFreeHost");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, GpuEngineTest,
