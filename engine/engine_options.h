@@ -37,8 +37,13 @@ struct EngineOptions {
   int gpu_workers = 2;
   int gpu_copy_workers = 1;
   int gpu_priority_workers = 2;
-  // Free CUDA events kept per GPU for reuse (the Async engines).
+  // The Async engines: most CUDA events per stream. Events are reused once the
+  // GPU has passed them; a stream this many ops behind makes the next op's
+  // worker wait on the host for its oldest.
   int gpu_event_pool_size = 256;
+  // How long an idle GPU worker polls its queue before it sleeps: a chain of
+  // GPU ops handed between workers then never waits for a wake-up.
+  int gpu_worker_spin_us = 50;
   // Bound on pushed-but-unfinished ops. A thread that is not an engine worker
   // blocks in Push* while this many are in flight; workers never block.
   int max_in_flight = 1 << 16;

@@ -46,13 +46,19 @@ class PooledExecutor final : public Executor {
 // The pools of one device: one per kind of work, so that copies and
 // prioritized ops never queue behind normal ones.
 struct DevicePools {
-  DevicePools(const std::string& device, int normal, int copies, int priority,
-              const Executor::RunFn& run, const std::function<void()>& init)
-      : normal(device, normal, MakeFifoQueue(), run, /*continuations=*/true, init),
-        copy_in(device + "-in", copies, MakeFifoQueue(), run, /*continuations=*/true, init),
-        copy_out(device + "-out", copies, MakeFifoQueue(), run, /*continuations=*/true, init),
-        priority(device + "-prio", priority, MakePriorityQueue(), run, /*continuations=*/false,
-                 init) {}
+  DevicePools(const std::string& device, const EngineOptions& options, const Executor::RunFn& run,
+              const std::function<void()>& init)
+      : normal(device, options.gpu_workers, Fifo(options), run, /*continuations=*/true, init),
+        copy_in(device + "-in", options.gpu_copy_workers, Fifo(options), run,
+                /*continuations=*/true, init),
+        copy_out(device + "-out", options.gpu_copy_workers, Fifo(options), run,
+                 /*continuations=*/true, init),
+        priority(device + "-prio", options.gpu_priority_workers, MakePriorityQueue(), run,
+                 /*continuations=*/false, init) {}
+
+  static std::unique_ptr<TaskQueue> Fifo(const EngineOptions& options) {
+    return MakeFifoQueue(std::chrono::microseconds(options.gpu_worker_spin_us));
+  }
 
   WorkerPool& For(FnProperty prop) {
     switch (prop) {
@@ -86,9 +92,8 @@ class PerDeviceExecutor final : public Executor {
         cpu_priority_("ember-cpu-prio", options.cpu_priority_workers, MakePriorityQueue(), run,
                       /*continuations=*/false) {
     for (int d = 0; d < gpus; ++d) {
-      gpu_.push_back(std::make_unique<DevicePools>(
-          fmt::format("ember-gpu{}", d), options.gpu_workers, options.gpu_copy_workers,
-          options.gpu_priority_workers, run, [gpu_thread_init, d] { gpu_thread_init(d); }));
+      gpu_.push_back(std::make_unique<DevicePools>(fmt::format("ember-gpu{}", d), options, run,
+                                                   [gpu_thread_init, d] { gpu_thread_init(d); }));
     }
   }
 

@@ -5,9 +5,9 @@
 // links no_cuda.cc, whose MakeGpuBackend returns null, so the engine carries
 // no #if and a CPU-only engine pays nothing for GPU support.
 //
-// Per GPU op: the worker's thread has one non-blocking stream per device
-// (made on first use); OnStartGpu makes that stream wait for the op's
-// inputs, OnCompleteGpu checks the launch and then either host-syncs the
+// Per GPU op: a non-blocking stream, the worker thread's own per device
+// (ThreadedEnginePerDevice) or one of a round-robin set (ThreadedEngine); OnStartGpu makes that
+// stream wait for the op's inputs, OnCompleteGpu checks the launch and then either host-syncs the
 // stream (plain engines) or records one event and hands it to every var the
 // op touched (the Async engines: dependents are released right after the
 // launch). Per CPU op of an Async engine, OnStartCpu host-waits for the GPU
@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string_view>
 
 #include "engine/engine_options.h"
 
@@ -39,9 +40,10 @@ class GpuBackend {
 
   [[nodiscard]] virtual int device_count() const = 0;
 
-  // The calling thread's stream on `device`, made on first use; the backend
-  // owns it. Sets `device` as the thread's current device.
-  virtual ThreadStream StreamForThread(int device) = 0;
+  // The stream op `op` runs on, on `device`: the calling thread's own (made
+  // on first use), or the device's next shared stream in turn (ThreadedEngine).
+  // The backend owns it. Sets `device` as the thread's current device.
+  virtual ThreadStream StreamFor(int device, std::string_view op) = 0;
 
   // REQUIRES: block->stream is the running thread's stream.
   virtual void OnStartGpu(OprBlock* block) = 0;

@@ -3,13 +3,16 @@
 
 #include <array>
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nvtx3/nvToolsExt.h>
 
+#include "engine/error.h"
+
 #include "engine/internal/cuda/cuda_check.h"
-#include "engine/internal/cuda/event_pool.h"
 #include "engine/internal/cuda/sync_object.h"
 #include "engine/internal/gpu_backend.h"
 #include "engine/internal/mutex.h"
@@ -130,51 +133,115 @@ class SyncObjectTable {
   Mutex mu_;
 };
 
-class CudaBackend final : public GpuBackend {
+// Streams by device. Per-thread mode (ThreadedEnginePerDevice): each worker
+// thread makes its own stream per device on first use. Round-robin mode
+// (ThreadedEngine): every device has `round_robin` streams, handed out to
+// ops in turn, whichever worker runs them.
+class StreamSet {
  public:
-  CudaBackend(const EngineOptions& options, int devices)
-      : async_(options.async_gpu), id_(next_id_.fetch_add(1) + 1), devices_(devices) {
-    for (int d = 0; d < devices; ++d) {
-      pools_.push_back(EventPool::Create(d, options.gpu_event_pool_size));
+  StreamSet(int devices, int round_robin, std::size_t max_events)
+      : id_(next_id_.fetch_add(1) + 1), devices_(devices), max_events_(max_events) {
+    if (round_robin > 0) {
+      int previous = 0;
+      CudaCheck(cudaGetDevice(&previous), "cudaGetDevice");
+      for (int d = 0; d < devices; ++d) {
+        CudaCheck(cudaSetDevice(d), "cudaSetDevice");
+        auto& ring = shared_.emplace_back();
+        for (int i = 0; i < round_robin; ++i) ring.push_back(Make());
+      }
+      CudaCheck(cudaSetDevice(previous), "cudaSetDevice (restore)");
     }
+    turns_ = std::vector<std::atomic<uint32_t>>(shared_.size());
   }
 
-  ~CudaBackend() override {
-    MutexLock lock(&mu_);
-    for (auto& stream : streams_) {
-      CudaLogIfError(cudaStreamSynchronize(stream->get()), "cudaStreamSynchronize (shutdown)");
+  // The stream the calling thread's next op on `device` uses. REQUIRES:
+  // `device` is the thread's current device.
+  SyncStream* For(int device) {
+    if (!shared_.empty()) {
+      const auto& ring = shared_[device];
+      return ring[turns_[device].fetch_add(1, std::memory_order_relaxed) % ring.size()];
     }
-    timeline_.reset();  // flushes the GPU spans into the profiler
-    for (auto& stream : streams_) {
-      CudaLogIfError(cudaStreamDestroy(stream->get()), "cudaStreamDestroy");
-    }
-  }
-
-  int device_count() const override { return devices_; }
-
-  ThreadStream StreamForThread(int device) override {
-    // cudaGetDevice reads the runtime's per-thread state; cudaSetDevice goes to
-    // the driver, so it is called only when an op switches this thread's device
-    // (the op's own code may have switched it too).
-    int current = -1;
-    CudaCheck(cudaGetDevice(&current), "cudaGetDevice");
-    if (current != device) CudaCheck(cudaSetDevice(device), "cudaSetDevice");
-    // Per thread, per backend: the streams this thread made, by device. The
-    // id (never reused) keeps a new backend from finding a dead one's.
+    // Per thread, per set: the streams this thread made, by device. The id
+    // (never reused) keeps a new set from finding a dead one's.
     thread_local uint64_t owner = 0;
     thread_local std::vector<SyncStream*> mine;
     if (owner != id_) {
       owner = id_;
       mine.assign(devices_, nullptr);
     }
-    if (mine[device] == nullptr) mine[device] = MakeStream();
-    return ThreadStream{mine[device], mine[device]->get()};
+    if (mine[device] == nullptr) mine[device] = Make();
+    return mine[device];
+  }
+
+  // Calls `fn` on every stream made so far.
+  void ForEach(const std::function<void(SyncStream&)>& fn) {
+    MutexLock lock(&mu_);
+    for (auto& stream : all_) fn(*stream);
+  }
+
+  // Destroys the streams (each drains first).
+  void Clear() {
+    MutexLock lock(&mu_);
+    all_.clear();
+  }
+
+ private:
+  SyncStream* Make() {
+    cudaStream_t stream = nullptr;
+    CudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    MutexLock lock(&mu_);
+    all_.push_back(std::make_unique<SyncStream>(stream, next_stream_id_++, max_events_));
+    return all_.back().get();
+  }
+
+  static inline std::atomic<uint64_t> next_id_{0};
+  const uint64_t id_;
+  const int devices_;
+  const std::size_t max_events_;
+  std::vector<std::vector<SyncStream*>> shared_;  // by device (round-robin mode)
+  std::vector<std::atomic<uint32_t>> turns_;      // by device
+  Mutex mu_;
+  std::vector<std::unique_ptr<SyncStream>> all_ ABSL_GUARDED_BY(mu_);
+  uint32_t next_stream_id_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class CudaBackend final : public GpuBackend {
+ public:
+  CudaBackend(const EngineOptions& options, int devices)
+      : async_(options.async_gpu),
+        devices_(devices),
+        streams_(devices, options.type == EngineType::kThreaded ? options.pool_workers : 0,
+                 static_cast<std::size_t>(options.gpu_event_pool_size)) {}
+
+  ~CudaBackend() override {
+    streams_.ForEach([](SyncStream& stream) {
+      CudaLogIfError(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize (shutdown)");
+    });
+    timeline_.reset();  // flushes the GPU spans into the profiler
+    streams_.Clear();
+  }
+
+  int device_count() const override { return devices_; }
+
+  ThreadStream StreamFor(int device, std::string_view op) override {
+    // cudaGetDevice reads the runtime's per-thread state; cudaSetDevice goes to
+    // the driver, so it is called only when an op switches this thread's device
+    // (the op's own code may have switched it too).
+    int current = -1;
+    CudaCheckForOp(cudaGetDevice(&current), "cudaGetDevice", op);
+    if (current != device) CudaCheckForOp(cudaSetDevice(device), "cudaSetDevice", op);
+    SyncStream* stream = nullptr;
+    try {
+      stream = streams_.For(device);
+    } catch (const CudaError& e) {
+      throw CudaError(fmt::format("op '{}': making its stream: {}", op, e.what()));
+    }
+    return ThreadStream{stream, stream->get()};
   }
 
   void OnStartGpu(OprBlock* block) override {
     if (!async_) return;  // the plain engines synced every input at its completion
-    const std::vector<EventRef> waits = Waits(*block);
-    Stream(block).WaitFor(waits, block->name);
+    Stream(block).WaitFor(Waits(*block), block->name);
     if (timeline_) block->profile_gpu_begin = GpuTimeline::Mark(Stream(block).get());
   }
 
@@ -191,13 +258,13 @@ class CudaBackend final : public GpuBackend {
       CudaCheckForOp(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize", block->name);
       return;
     }
-    const EventRef event = pools_[block->ctx.device_id]->Record(stream);
+    const StreamEvent event = stream.Record(block->name);
     for (const VarLink& link : block->links) objects_.For(*link.var).Completed(link.mode, event);
   }
 
   void OnStartCpu(OprBlock* block) override {
     if (!async_) return;
-    const std::vector<EventRef> waits = Waits(*block);
+    const EventWaits waits = Waits(*block);
     if (waits.empty()) return;
     const int64_t begin = profiler_ != nullptr ? profiler_->NowNs() : 0;
     HostWaitFor(waits, block->name);
@@ -217,16 +284,15 @@ class CudaBackend final : public GpuBackend {
   void RangePop() override { nvtxRangePop(); }
 
   void SynchronizeAll() override {
-    MutexLock lock(&mu_);
-    for (auto& stream : streams_) {
-      CudaCheck(cudaStreamSynchronize(stream->get()), "cudaStreamSynchronize (WaitForAll)");
-    }
+    streams_.ForEach([](SyncStream& stream) {
+      CudaCheck(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize (WaitForAll)");
+    });
   }
 
  private:
   // The events `block` must follow before touching its vars.
-  std::vector<EventRef> Waits(const OprBlock& block) {
-    std::vector<EventRef> waits;
+  EventWaits Waits(const OprBlock& block) {
+    EventWaits waits;
     for (const VarLink& link : block.links) objects_.For(*link.var).CollectWaits(link.mode, &waits);
     return waits;
   }
@@ -235,25 +301,12 @@ class CudaBackend final : public GpuBackend {
     return *static_cast<SyncStream*>(block->stream.sync);
   }
 
-  SyncStream* MakeStream() {
-    cudaStream_t stream = nullptr;
-    CudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    MutexLock lock(&mu_);
-    streams_.push_back(std::make_unique<SyncStream>(stream, next_stream_id_++));
-    return streams_.back().get();
-  }
-
-  static inline std::atomic<uint64_t> next_id_{0};
   const bool async_;
-  const uint64_t id_;
   const int devices_;
-  std::vector<std::shared_ptr<EventPool>> pools_;  // by device
+  StreamSet streams_;
   SyncObjectTable objects_;
   Profiler* profiler_ = nullptr;  // set once, before any op runs
   std::unique_ptr<GpuTimeline> timeline_;
-  Mutex mu_;
-  std::vector<std::unique_ptr<SyncStream>> streams_ ABSL_GUARDED_BY(mu_);
-  uint32_t next_stream_id_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace

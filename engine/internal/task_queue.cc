@@ -9,9 +9,11 @@ namespace {
 
 class FifoQueue final : public TaskQueue {
  public:
+  explicit FifoQueue(std::chrono::microseconds spin) : spin_(spin) {}
   void Push(OprBlock* block) override { queue_.enqueue(block); }
   OprBlock* Pop() override {
     OprBlock* block = nullptr;
+    if (spin_.count() > 0 && Poll(&block)) return block;
     queue_.wait_dequeue(block);
     return block;
   }
@@ -21,6 +23,19 @@ class FifoQueue final : public TaskQueue {
   }
 
  private:
+  // Polls for up to spin_; reads the clock once per kPollsPerClock tries.
+  bool Poll(OprBlock** block) {
+    constexpr int kPollsPerClock = 64;
+    const auto deadline = std::chrono::steady_clock::now() + spin_;
+    do {
+      for (int i = 0; i < kPollsPerClock; ++i) {
+        if (queue_.try_dequeue(*block)) return true;
+      }
+    } while (std::chrono::steady_clock::now() < deadline);
+    return false;
+  }
+
+  const std::chrono::microseconds spin_;
   moodycamel::BlockingConcurrentQueue<OprBlock*> queue_;
 };
 
@@ -63,7 +78,9 @@ class PriorityQueue final : public TaskQueue {
 
 }  // namespace
 
-std::unique_ptr<TaskQueue> MakeFifoQueue() { return std::make_unique<FifoQueue>(); }
+std::unique_ptr<TaskQueue> MakeFifoQueue(std::chrono::microseconds spin) {
+  return std::make_unique<FifoQueue>(spin);
+}
 std::unique_ptr<TaskQueue> MakePriorityQueue() { return std::make_unique<PriorityQueue>(); }
 
 }  // namespace ember::engine::internal

@@ -6,6 +6,7 @@
 //
 // Thread safety: thread-safe. Pop blocks; a null result means closed.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <queue>
@@ -28,7 +29,9 @@ class TaskQueue {
   virtual void Close(int consumers) = 0;
 };
 
-std::unique_ptr<TaskQueue> MakeFifoQueue();
+// `spin`: how long Pop polls before it sleeps (GPU pools: a chain of GPU ops
+// handed between workers would otherwise pay a futex wake-up per hop).
+std::unique_ptr<TaskQueue> MakeFifoQueue(std::chrono::microseconds spin = {});
 std::unique_ptr<TaskQueue> MakePriorityQueue();
 
 }  // namespace ember::engine::internal

@@ -1,8 +1,11 @@
-// Priority scheduling: the priority pool runs the highest priority first and
-// keeps push order among equal priorities.
+// Task queues: the priority pool runs the highest priority first and keeps
+// push order among equal priorities; a spinning FIFO queue hands over ops
+// pushed while it polls and after it went to sleep, and closes.
 
 #include "engine/internal/task_queue.h"
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -31,6 +34,30 @@ TEST(PriorityQueueTest, HighestPriorityFirstThenPushOrder) {
   EXPECT_EQ(order, (std::vector<uint64_t>{5, 1, 3, 0, 4, 2}));
   queue->Close(1);
   EXPECT_EQ(queue->Pop(), nullptr);
+  op->Unref();
+}
+
+TEST(FifoQueueTest, SpinningQueueDeliversWhilePollingAndAfterSleeping) {
+  auto queue = internal::MakeFifoQueue(std::chrono::microseconds(2000));
+  auto* op = new internal::Operator(AsyncFn(), {}, OpAttrs{});
+  std::vector<std::unique_ptr<internal::OprBlock>> blocks;
+  for (int i = 0; i < 3; ++i) {
+    op->Ref();
+    blocks.push_back(std::make_unique<internal::OprBlock>(nullptr, op, Context::CPU(), 0));
+    blocks.back()->seq = i;
+  }
+  std::vector<uint64_t> got;
+  std::thread consumer([&] {
+    while (internal::OprBlock* block = queue->Pop()) got.push_back(block->seq);
+  });
+  queue->Push(blocks[0].get());  // taken while polling
+  std::this_thread::sleep_for(std::chrono::microseconds(500));
+  queue->Push(blocks[1].get());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the consumer sleeps now
+  queue->Push(blocks[2].get());
+  queue->Close(1);
+  consumer.join();
+  EXPECT_EQ(got, (std::vector<uint64_t>{0, 1, 2}));
   op->Unref();
 }
 

@@ -101,7 +101,10 @@ ABSL_FLAG(std::vector<std::string>, gpu_independent_us,
           "kernel lengths of the GPU independent ops, in us; one case each");
 ABSL_FLAG(int, gpu_workers, 2, "normal GPU workers of the engines in the GPU cases");
 ABSL_FLAG(int, gpu_event_pool_size, 0,
-          "free CUDA events each engine of the GPU cases keeps for reuse (0: engine default)");
+          "most CUDA events per stream of each engine of the GPU cases (0: engine default)");
+ABSL_FLAG(std::string, gpu_profile_dir, "",
+          "when set, every engine of the GPU cases writes its Chrome-trace profile there, "
+          "named after the case, engine and run (profiling slows the engines)");
 
 namespace ember::bench {
 namespace {
@@ -168,6 +171,7 @@ GpuBenchOptions GpuOptionsFromFlags() {
   gpu.independent_us = IntsFromFlag("gpu_independent_us", absl::GetFlag(FLAGS_gpu_independent_us));
   gpu.gpu_workers = std::max(1, absl::GetFlag(FLAGS_gpu_workers));
   gpu.event_pool_size = std::max(0, absl::GetFlag(FLAGS_gpu_event_pool_size));
+  gpu.profile_dir = absl::GetFlag(FLAGS_gpu_profile_dir);
   return gpu;
 }
 

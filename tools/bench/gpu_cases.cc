@@ -25,6 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/engine.h"
 #include "engine/error.h"
+#include "tools/bench/gpu_hand_peers.h"
 #include "tools/bench/gpu_kernels.h"
 
 namespace ember::bench {
@@ -37,95 +38,9 @@ constexpr char kHand[] = "hand-written";
 constexpr char kIdeal[] = "ideal";
 constexpr char kTargetEngine[] = "ThreadedEnginePerDeviceAsync";
 
-void Check(cudaError_t status, const char* what) {
-  if (status == cudaSuccess) return;
-  throw CudaError(absl::StrFormat("[ember-bench-engine GPU cases] %s: %s (%s)", what,
-                                  cudaGetErrorName(status), cudaGetErrorString(status)));
-}
-
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-// Device ints that the kernels increment: zeroed before a run, read after.
-class Counters {
- public:
-  explicit Counters(int size) : size_(size) {
-    Check(cudaMalloc(reinterpret_cast<void**>(&data_), size * sizeof(int)), "cudaMalloc");
-  }
-  ~Counters() { cudaFree(data_); }
-  Counters(const Counters&) = delete;
-  Counters& operator=(const Counters&) = delete;
-
-  [[nodiscard]] int* at(int i) const { return data_ + i; }
-
-  // cudaMemset runs on the legacy stream, which the engines' non-blocking
-  // streams do not wait for: the device sync makes sure it is done.
-  void Zero() {
-    Check(cudaMemset(data_, 0, size_ * sizeof(int)), "cudaMemset");
-    Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (zero counters)");
-  }
-
-  // True when the first expected.size() counters hold `expected`; names the
-  // first one that differs on stderr otherwise.
-  [[nodiscard]] bool Match(const std::string& who, const std::vector<int>& expected) const {
-    std::vector<int> actual(expected.size());
-    Check(cudaMemcpy(actual.data(), data_, actual.size() * sizeof(int), cudaMemcpyDeviceToHost),
-          "cudaMemcpy (counters)");
-    for (size_t i = 0; i < expected.size(); ++i) {
-      if (actual[i] == expected[i]) continue;
-      absl::FPrintF(stderr, "[ember-bench-engine] ERROR: %s: counter %d is %d, expected %d\n", who,
-                    i, actual[i], expected[i]);
-      return false;
-    }
-    return true;
-  }
-
- private:
-  const int size_;
-  int* data_ = nullptr;
-};
-
-// The streams and events of one hand-written run; non-blocking streams and
-// events without timing, as the engines make them.
-class HandStreams {
- public:
-  HandStreams(int streams, int events) : streams_(streams), events_(events) {
-    for (cudaStream_t& stream : streams_) {
-      Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    }
-    for (cudaEvent_t& event : events_) {
-      Check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
-    }
-  }
-  ~HandStreams() {
-    cudaDeviceSynchronize();
-    for (cudaStream_t stream : streams_) cudaStreamDestroy(stream);
-    for (cudaEvent_t event : events_) cudaEventDestroy(event);
-  }
-  HandStreams(const HandStreams&) = delete;
-  HandStreams& operator=(const HandStreams&) = delete;
-
-  [[nodiscard]] cudaStream_t stream(int i) const { return streams_[i]; }
-  [[nodiscard]] cudaEvent_t event(int i) const { return events_[i]; }
-
-  // `waiter` waits on the GPU for what event(i) last captured.
-  void Wait(int waiter, int i) const {
-    Check(cudaStreamWaitEvent(streams_[waiter], events_[i], 0), "cudaStreamWaitEvent");
-  }
-  void Record(int i, int on) const {
-    Check(cudaEventRecord(events_[i], streams_[on]), "cudaEventRecord");
-  }
-  // Waits for the GPU, then reports a failed launch.
-  static void Finish() {
-    Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    Check(cudaGetLastError(), "kernel launch");
-  }
-
- private:
-  std::vector<cudaStream_t> streams_;
-  std::vector<cudaEvent_t> events_;
-};
 
 // ---------------------------------------------------------------------------
 // The engine side. Each op launches one kernel on its stream, as docs/engine.md
@@ -193,54 +108,6 @@ double EngineIndependent(engine::Engine& engine, int ops, int spin_us, const Cou
 }
 
 // ---------------------------------------------------------------------------
-// The hand-written side: one thread issuing the same kernels, with the
-// fewest event waits that keep the same order.
-
-// On 2 streams, alternating; on 1, the same kernels in stream order alone.
-double HandChain(int ops, int spin_us, int streams, int* counter) {
-  const HandStreams hand(streams, streams);  // event i: stream i's last kernel
-  const auto start = Clock::now();
-  for (int i = 0; i < ops; ++i) {
-    const int s = i % streams;
-    if (i > 0 && streams == 2) hand.Wait(s, 1 - s);
-    LaunchSpinIncrement(hand.stream(s), counter, spin_us);
-    hand.Record(s, s);
-  }
-  HandStreams::Finish();
-  return SecondsSince(start);
-}
-
-// Stream 0 runs the writes of X; stream k the k-th branch. Event 0 marks a
-// round's first kernel, event k branch k.
-double HandFanOut(int rounds, int fan_out, int spin_us, const Counters& counters) {
-  const HandStreams hand(fan_out + 1, fan_out + 1);
-  const auto start = Clock::now();
-  for (int r = 0; r < rounds; ++r) {
-    LaunchSpinIncrement(hand.stream(0), counters.at(0), spin_us);
-    hand.Record(0, 0);
-    for (int k = 1; k <= fan_out; ++k) {
-      hand.Wait(k, 0);
-      LaunchSpinIncrement(hand.stream(k), counters.at(k), spin_us);
-      hand.Record(k, k);
-    }
-    for (int k = 1; k <= fan_out; ++k) hand.Wait(0, k);
-    LaunchSpinIncrement(hand.stream(0), counters.at(0), spin_us);
-  }
-  HandStreams::Finish();
-  return SecondsSince(start);
-}
-
-double HandIndependent(int ops, int spin_us, int streams, const Counters& counters) {
-  const HandStreams hand(streams, /*events=*/0);
-  const auto start = Clock::now();
-  for (int i = 0; i < ops; ++i) {
-    LaunchSpinIncrement(hand.stream(i % streams), counters.at(i), spin_us);
-  }
-  HandStreams::Finish();
-  return SecondsSince(start);
-}
-
-// ---------------------------------------------------------------------------
 // Runs and figures.
 
 // Every run's figure by (row key, column), in run order.
@@ -274,7 +141,9 @@ class GpuBench {
   void AddRows(ExtraTable* table);
 
  private:
-  std::unique_ptr<engine::Engine> MakeEngine(const std::string& name, int gpu_workers) const;
+  // `profile`: the profile's file name (without directory), if profiling.
+  std::unique_ptr<engine::Engine> MakeEngine(const std::string& name, int gpu_workers,
+                                             const std::string& profile) const;
   void Record(const std::string& key, const std::string& column, int run, double value,
               const char* unit);
   void Verify(const std::string& who, const std::vector<int>& expected);
@@ -294,12 +163,15 @@ class GpuBench {
   bool counts_ok_ = true;
 };
 
-std::unique_ptr<engine::Engine> GpuBench::MakeEngine(const std::string& name,
-                                                     int gpu_workers) const {
+std::unique_ptr<engine::Engine> GpuBench::MakeEngine(const std::string& name, int gpu_workers,
+                                                     const std::string& profile) const {
   engine::EngineOptions engine_options = engine::ParseEngineType(name);
   engine_options.gpu_workers = gpu_workers;
   engine_options.pool_workers = gpu_workers;  // ThreadedEngine: as many streams
   if (options_.event_pool_size > 0) engine_options.gpu_event_pool_size = options_.event_pool_size;
+  if (!options_.profile_dir.empty()) {
+    engine_options.profile_path = absl::StrCat(options_.profile_dir, "/", profile, ".json");
+  }
   return engine::CreateEngine(engine_options);
 }
 
@@ -320,7 +192,8 @@ void GpuBench::RunChain(int spin_us, int run) {
   const std::string key = ChainKey(spin_us);
   const int ops = options_.chain_ops;
   for (const std::string& name : options_.engines) {
-    auto engine = MakeEngine(name, options_.gpu_workers);
+    auto engine =
+        MakeEngine(name, options_.gpu_workers, absl::StrCat(key, "-", name, "-", run + 1));
     EngineChain(*engine, options_.chain_prop, std::min(ops, 1000), spin_us, counters_.at(0));
     counters_.Zero();
     const double seconds = EngineChain(*engine, options_.chain_prop, ops, spin_us, counters_.at(0));
@@ -340,7 +213,7 @@ void GpuBench::RunSameStreamChain(int run) {
   const std::string key = "gpu_chain_same_stream";
   const int ops = options_.chain_ops;
   for (const std::string& name : options_.engines) {
-    auto engine = MakeEngine(name, /*gpu_workers=*/1);
+    auto engine = MakeEngine(name, /*gpu_workers=*/1, absl::StrCat(key, "-", name, "-", run + 1));
     EngineChain(*engine, FnProperty::kNormal, std::min(ops, 1000), 0, counters_.at(0));
     counters_.Zero();
     const double seconds = EngineChain(*engine, FnProperty::kNormal, ops, 0, counters_.at(0));
@@ -354,6 +227,7 @@ void GpuBench::RunSameStreamChain(int run) {
 }
 
 void GpuBench::RunFanOut(int run) {
+  const std::string key = "gpu_fanout";
   const int rounds = options_.dag_rounds;
   if (rounds == 0) return;
   const int k = options_.fan_out;
@@ -361,18 +235,19 @@ void GpuBench::RunFanOut(int run) {
   std::vector<int> expected(k + 1, rounds);
   expected[0] = 2 * rounds;
   for (const std::string& name : options_.engines) {
-    auto engine = MakeEngine(name, std::max(options_.gpu_workers, k));
+    auto engine = MakeEngine(name, std::max(options_.gpu_workers, k),
+                             absl::StrCat(key, "-", name, "-", run + 1));
     EngineFanOut(*engine, std::min(rounds, 50), k, us, counters_);
     counters_.Zero();
     const double seconds = EngineFanOut(*engine, rounds, k, us, counters_);
-    Verify(absl::StrCat(name, " gpu_fanout"), expected);
-    Record("gpu_fanout", name, run, 1e6 * seconds / rounds, "us/round");
+    Verify(absl::StrCat(name, " ", key), expected);
+    Record(key, name, run, 1e6 * seconds / rounds, "us/round");
   }
   counters_.Zero();
   const double seconds = HandFanOut(rounds, k, us, counters_);
-  Verify(absl::StrCat(kHand, " gpu_fanout"), expected);
-  Record("gpu_fanout", kHand, run, 1e6 * seconds / rounds, "us/round");
-  Record("gpu_fanout", kIdeal, run, 3.0 * us, "us/round");  // the critical path
+  Verify(absl::StrCat(kHand, " ", key), expected);
+  Record(key, kHand, run, 1e6 * seconds / rounds, "us/round");
+  Record(key, kIdeal, run, 3.0 * us, "us/round");  // the critical path
 }
 
 std::string IndependentKey(int spin_us) { return absl::StrCat("gpu_independent_", spin_us, "us"); }
@@ -382,7 +257,8 @@ void GpuBench::RunIndependent(int spin_us, int run) {
   const int ops = options_.independent_ops;
   const std::vector<int> expected(ops, 1);
   for (const std::string& name : options_.engines) {
-    auto engine = MakeEngine(name, options_.gpu_workers);
+    auto engine =
+        MakeEngine(name, options_.gpu_workers, absl::StrCat(key, "-", name, "-", run + 1));
     // At full size, so that with a --gpu_event_pool_size of at least `ops`
     // the timed run finds every event it needs made already.
     EngineIndependent(*engine, ops, spin_us, counters_);
@@ -505,7 +381,7 @@ std::optional<std::string> DeviceName(std::string* why) {
     return std::nullopt;
   }
   cudaDeviceProp prop{};
-  Check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  CheckCuda(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   int runtime = 0;
   int driver = 0;
   cudaRuntimeGetVersion(&runtime);

@@ -52,6 +52,8 @@ struct GpuBenchOptions {
   int gpu_workers = 2;
   // EngineOptions::gpu_event_pool_size of every engine; 0: the default.
   int event_pool_size = 0;
+  // When set, each engine writes a profile to <profile_dir>/<case>-<engine>-<run>.json.
+  std::string profile_dir;
 };
 
 struct GpuCasesResult {

@@ -3,33 +3,42 @@
 #include <algorithm>
 
 namespace ember::engine::internal {
+namespace {
 
-void SyncObject::CollectWaits(Access mode, std::vector<EventRef>* waits) const {
-  SpinLockHolder lock(&mu_);
-  if (writer_) waits->push_back(writer_);
-  if (Writes(mode)) waits->insert(waits->end(), readers_.begin(), readers_.end());
+bool Pending(const StreamEvent& event) {
+  return event.stream != nullptr && !event.stream->Passed(event);
 }
 
-void SyncObject::Completed(Access mode, EventRef event) {
+}  // namespace
+
+void SyncObject::CollectWaits(Access mode, EventWaits* waits) const {
+  SpinLockHolder lock(&mu_);
+  if (Pending(writer_)) waits->push_back(writer_);
+  if (!Writes(mode)) return;
+  for (const StreamEvent& reader : readers_) {
+    if (Pending(reader)) waits->push_back(reader);
+  }
+}
+
+void SyncObject::Completed(Access mode, const StreamEvent& event) {
   SpinLockHolder lock(&mu_);
   if (Writes(mode)) {
     readers_.clear();
-    writer_ = std::move(event);
+    writer_ = event;
     return;
   }
-  auto same_stream = std::find_if(readers_.begin(), readers_.end(), [&](const EventRef& reader) {
-    return reader->stream_id == event->stream_id;
-  });
-  if (same_stream != readers_.end()) {
-    *same_stream = std::move(event);
-  } else {
-    readers_.push_back(std::move(event));
-  }
+  // One reader per stream; readers the GPU has passed go.
+  readers_.erase(std::remove_if(readers_.begin(), readers_.end(),
+                                [&](const StreamEvent& reader) {
+                                  return reader.stream == event.stream || !Pending(reader);
+                                }),
+                 readers_.end());
+  readers_.push_back(event);
 }
 
 void SyncObject::Clear() {
   SpinLockHolder lock(&mu_);
-  writer_.reset();
+  writer_ = StreamEvent{};
   readers_.clear();
 }
 

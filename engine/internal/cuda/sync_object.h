@@ -4,7 +4,7 @@
 //
 // State: at most one writer event (the newest write's) and at most one
 // reader event per stream (the newest read on that stream since the last
-// write), each tagged with its stream and sequence number.
+// write), each a StreamEvent (stream, sequence number, event).
 //
 // What may wait on what:
 //  - a read waits for the writer;
@@ -13,13 +13,13 @@
 //    waits it already has); on the CPU, through HostWaitFor.
 // After launching, an op records one event on its stream and hands it to
 // every var it touched: a read replaces its stream's reader event, a write
-// clears the readers and becomes the writer. The engine's ordering already
-// guarantees that no write overlaps another access of the var, but reads on
-// different streams may complete concurrently, hence the lock.
+// clears the readers and becomes the writer. Events the GPU has passed are
+// neither collected nor kept, so an idle var waits on nothing. The engine's
+// ordering already guarantees that no write overlaps another access of the
+// var, but reads on different streams may complete concurrently, hence the
+// lock.
 //
 // Thread safety: thread-safe.
-
-#include <vector>
 
 #include <absl/container/inlined_vector.h>
 
@@ -29,23 +29,25 @@
 
 namespace ember::engine::internal {
 
+// The events one op must follow: few, so kept on the stack.
+using EventWaits = absl::InlinedVector<StreamEvent, 8>;
+
 class SyncObject {
  public:
   // Appends the events an access of `mode` must follow.
-  void CollectWaits(Access mode, std::vector<EventRef>* waits) const;
+  void CollectWaits(Access mode, EventWaits* waits) const;
 
   // Records that an access of `mode` was launched and will have finished
   // when `event` completes.
-  void Completed(Access mode, EventRef event);
+  void Completed(Access mode, const StreamEvent& event);
 
-  // Drops every event (the var's GPU work is known to be done, or the var
-  // is deleted).
+  // Drops every event (the var is deleted).
   void Clear();
 
  private:
   mutable SpinLock mu_;
-  EventRef writer_ ABSL_GUARDED_BY(mu_);
-  absl::InlinedVector<EventRef, 2> readers_ ABSL_GUARDED_BY(mu_);
+  StreamEvent writer_ ABSL_GUARDED_BY(mu_);  // stream null: none
+  absl::InlinedVector<StreamEvent, 2> readers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ember::engine::internal

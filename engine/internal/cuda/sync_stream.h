@@ -1,64 +1,111 @@
 #pragma once
 
-// SyncStream and RecordedEvent: what the GPU sync layer knows of a stream
-// and of an event recorded on it.
+// SyncStream: a CUDA stream, the events recorded on it, and how far the GPU
+// is known to have got through them.
 //
-// Every stream gets an id and counts the events recorded on it; an event
-// carries (stream id, sequence number). Because work on one stream runs in
-// order, waiting on event n of stream S also covers every earlier event of
-// S. So a stream that already waited on S's event n skips later waits on
-// S's events m <= n (CUDASTF keeps the same "last id per stream pair"), and
-// a stream never waits on its own events.
+// Every event recorded on a stream gets the next sequence number of that
+// stream. Work on one stream runs in order, so:
+//  - waiting on event n of stream S also covers every earlier event of S: a
+//    stream that already waited on S's event n skips later waits on S's
+//    events m <= n (CUDASTF keeps the same "last id per stream pair"), and a
+//    stream never waits on its own events;
+//  - once event n is seen complete, every m <= n is complete too: the
+//    stream's `completed` watermark, which lets waiters skip events the GPU
+//    has passed and lets SyncObjects drop them.
 //
-// Thread safety: a SyncStream is used by the one worker that owns its
-// stream (NextSequence and the wait bookkeeping are not synchronized).
-// RecordedEvent is immutable.
+// Events are pooled per stream, in recording order: an event is recorded
+// again only after the GPU has passed it, and only on its own stream, so a
+// waiter still holding its old (stream, sequence, event) waits at worst for
+// later work of the same stream, never for less than it needs. No reference
+// counting and no allocation per recorded event. At most `max_events` are
+// ever created per stream; when all of them are in flight, Record waits on
+// the host for the oldest (the stream is that many ops behind the host).
+//
+// Thread safety: thread-safe. A stream usually has one user (a worker's
+// own stream), so its lock is uncontended; it is there for streams shared
+// round-robin (ThreadedEngine) and for async ops that complete on another
+// thread. Waits are issued under the lock before they are noted, so an op
+// that skips a wait as already issued launches after it.
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
-#include <memory>
+#include <deque>
+#include <span>
 #include <string_view>
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
 #include <cuda_runtime_api.h>
 
+#include "engine/internal/mutex.h"
+
 namespace ember::engine::internal {
 
-struct RecordedEvent {
-  cudaEvent_t event = nullptr;
-  uint32_t stream_id = 0;
-  uint64_t sequence = 0;
-};
+class SyncStream;
 
-// Shared ownership of a recorded event: the event goes back to its pool only
-// when the last reference is dropped, so nobody can still wait on it then.
-using EventRef = std::shared_ptr<const RecordedEvent>;
+// An event recorded on a stream: what a SyncObject keeps and a waiter
+// follows. Plain data, copied freely.
+struct StreamEvent {
+  const SyncStream* stream = nullptr;
+  uint64_t sequence = 0;
+  cudaEvent_t event = nullptr;
+};
 
 class SyncStream {
  public:
-  SyncStream(cudaStream_t stream, uint32_t id) : stream_(stream), id_(id) {}
+  // Takes ownership of `stream`. REQUIRES: max_events >= 1.
+  SyncStream(cudaStream_t stream, uint32_t id, std::size_t max_events);
+  // Destroys the stream's events and the stream (after it drained).
+  ~SyncStream();
   SyncStream(const SyncStream&) = delete;
   SyncStream& operator=(const SyncStream&) = delete;
 
   [[nodiscard]] cudaStream_t get() const { return stream_; }
   [[nodiscard]] uint32_t id() const { return id_; }
-  uint64_t NextSequence() { return ++last_sequence_; }
+
+  // Records an event after the work launched on the stream so far. `op`
+  // names the op in error messages.
+  StreamEvent Record(std::string_view op);
+
+  // True when the GPU is known to have finished `event`'s work.
+  [[nodiscard]] bool Passed(const StreamEvent& event) const {
+    return event.sequence <= completed_.load(std::memory_order_acquire);
+  }
 
   // Makes this stream wait (cudaStreamWaitEvent, no host block) for every
-  // event in `events` it does not already follow. `op` names the op in
-  // error messages. Returns the number of waits issued.
-  int WaitFor(const std::vector<EventRef>& events, std::string_view op);
+  // event in `events` it does not already follow. Returns the number of
+  // waits issued.
+  int WaitFor(std::span<const StreamEvent> events, std::string_view op);
+
+  [[nodiscard]] std::size_t events_created() const;
 
  private:
+  cudaEvent_t FreeEvent(std::string_view op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the events the GPU has passed from in_flight_ to free_; with
+  // `block`, first waits on the host for the oldest.
+  void Reap(bool block, std::string_view op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const cudaStream_t stream_;
   const uint32_t id_;
-  uint64_t last_sequence_ = 0;
+  const std::size_t max_events_;
+  std::atomic<uint64_t> completed_{0};
+  mutable Mutex mu_;
+  uint64_t last_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  struct InFlight {
+    uint64_t sequence;
+    cudaEvent_t event;
+  };
+  std::deque<InFlight> in_flight_ ABSL_GUARDED_BY(mu_);  // recording order
+  std::vector<cudaEvent_t> free_ ABSL_GUARDED_BY(mu_);
+  std::size_t created_ ABSL_GUARDED_BY(mu_) = 0;
   // Per source stream id: the newest sequence number this stream waited on.
-  absl::flat_hash_map<uint32_t, uint64_t> waited_;
+  absl::flat_hash_map<uint32_t, uint64_t> waited_ ABSL_GUARDED_BY(mu_);
 };
 
-// Blocks the calling thread until every event in `events` has completed
-// (cudaEventSynchronize): what a CPU op reading GPU-written data needs.
-void HostWaitFor(const std::vector<EventRef>& events, std::string_view op);
+// Blocks the calling thread until every event in `events` the GPU has not
+// yet passed has completed (cudaEventSynchronize): what a CPU op reading
+// GPU-written data needs.
+void HostWaitFor(std::span<const StreamEvent> events, std::string_view op);
 
 }  // namespace ember::engine::internal
