@@ -49,7 +49,7 @@ DependencyEngine::DependencyEngine(const EngineOptions& options)
       executor_(MakeExecutor(
           options, backend_ ? backend_->device_count() : 0,
           [this](OprBlock* block) { Execute(block); },
-          [this](int device) { (void)backend_->StreamFor(device, "(worker start)"); })) {
+          [this](int device) { return backend_->StreamFor(device, "(worker start)", {}); })) {
   if (backend_ != nullptr) backend_->SetProfiler(profiler_.get());
   Bulk::Register(this);
   Log().debug("{} started (engine #{})", name_, id_);
@@ -337,7 +337,7 @@ void DependencyEngine::Execute(OprBlock* block) {
     if (backend_ != nullptr) backend_->RangePush(block->name.c_str());
     try {
       if (block->ctx.is_gpu())
-        block->stream = backend_->StreamFor(block->ctx.device_id, block->name);
+        block->stream = backend_->StreamFor(block->ctx.device_id, block->name, block->stream);
       block->fn(RunContext{block->ctx, block->stream.cuda, block->name}, block->MakeOnStart(),
                 block->MakeOnComplete());
     } catch (...) {

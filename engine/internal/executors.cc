@@ -1,5 +1,7 @@
 #include "engine/internal/executors.h"
 
+#include <chrono>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -34,7 +36,7 @@ class PooledExecutor final : public Executor {
   PooledExecutor(const EngineOptions& options, int gpus, RunFn run)
       : Executor(gpus),
         pool_("ember-pool", options.pool_workers, MakeFifoQueue(), std::move(run),
-              /*continuations=*/true) {}
+              {.continuations = true}) {}
   void Dispatch(OprBlock* block, bool continuation) override { pool_.Push(block, continuation); }
   void Stop() override { pool_.Stop(); }
   void AbandonAfterFork() override { pool_.AbandonAfterFork(); }
@@ -46,18 +48,31 @@ class PooledExecutor final : public Executor {
 // The pools of one device: one per kind of work, so that copies and
 // prioritized ops never queue behind normal ones.
 struct DevicePools {
-  DevicePools(const std::string& device, const EngineOptions& options, const Executor::RunFn& run,
-              const std::function<void()>& init)
-      : normal(device, options.gpu_workers, Fifo(options), run, /*continuations=*/true, init),
-        copy_in(device + "-in", options.gpu_copy_workers, Fifo(options), run,
-                /*continuations=*/true, init),
-        copy_out(device + "-out", options.gpu_copy_workers, Fifo(options), run,
-                 /*continuations=*/true, init),
-        priority(device + "-prio", options.gpu_priority_workers, MakePriorityQueue(), run,
-                 /*continuations=*/false, init) {}
+  DevicePools(int device, const EngineOptions& options, const Executor::RunFn& run,
+              const Executor::GpuThreadInit& init)
+      : normal(Name(device, ""), options.gpu_workers, Fifo(options), run,
+               Lane(device, options, init)),
+        copy_in(Name(device, "-in"), options.gpu_copy_workers, Fifo(options), run,
+                Lane(device, options, init)),
+        copy_out(Name(device, "-out"), options.gpu_copy_workers, Fifo(options), run,
+                 Lane(device, options, init)),
+        priority(Name(device, "-prio"), options.gpu_priority_workers, MakePriorityQueue(), run,
+                 {.gpu_device = device, .make_stream = [init, device] { return init(device); }}) {}
 
+  static std::string Name(int device, const char* kind) {
+    return fmt::format("ember-gpu{}{}", device, kind);
+  }
   static std::unique_ptr<TaskQueue> Fifo(const EngineOptions& options) {
     return MakeFifoQueue(std::chrono::microseconds(options.gpu_worker_spin_us));
+  }
+  // FIFO GPU pools take continuations: their own, and in the Async engines
+  // other pools' of the device (see worker_pool.h).
+  static WorkerPoolOptions Lane(int device, const EngineOptions& options,
+                                const Executor::GpuThreadInit& init) {
+    return {.continuations = true,
+            .gpu_device = device,
+            .make_stream = [init, device] { return init(device); },
+            .lend_streams = options.async_gpu};
   }
 
   WorkerPool& For(FnProperty prop) {
@@ -88,12 +103,10 @@ class PerDeviceExecutor final : public Executor {
   PerDeviceExecutor(const EngineOptions& options, int gpus, const RunFn& run,
                     const GpuThreadInit& gpu_thread_init)
       : Executor(gpus),
-        cpu_("ember-cpu", options.cpu_workers, MakeFifoQueue(), run, /*continuations=*/true),
-        cpu_priority_("ember-cpu-prio", options.cpu_priority_workers, MakePriorityQueue(), run,
-                      /*continuations=*/false) {
+        cpu_("ember-cpu", options.cpu_workers, MakeFifoQueue(), run, {.continuations = true}),
+        cpu_priority_("ember-cpu-prio", options.cpu_priority_workers, MakePriorityQueue(), run) {
     for (int d = 0; d < gpus; ++d) {
-      gpu_.push_back(std::make_unique<DevicePools>(fmt::format("ember-gpu{}", d), options, run,
-                                                   [gpu_thread_init, d] { gpu_thread_init(d); }));
+      gpu_.push_back(std::make_unique<DevicePools>(d, options, run, gpu_thread_init));
     }
   }
 

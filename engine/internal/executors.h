@@ -23,6 +23,7 @@
 
 #include "engine/context.h"
 #include "engine/engine_options.h"
+#include "engine/internal/gpu_backend.h"
 
 namespace ember::engine::internal {
 
@@ -31,8 +32,9 @@ struct OprBlock;
 class Executor {
  public:
   using RunFn = std::function<void(OprBlock*)>;
-  // Called on each GPU worker thread as it starts, with its device.
-  using GpuThreadInit = std::function<void(int device)>;
+  // Called on each GPU worker thread as it starts, with its device: makes
+  // the thread's stream.
+  using GpuThreadInit = std::function<ThreadStream(int device)>;
   virtual ~Executor() = default;
 
   explicit Executor(int gpus) : gpus_(gpus) {}

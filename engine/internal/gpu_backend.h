@@ -40,10 +40,11 @@ class GpuBackend {
 
   [[nodiscard]] virtual int device_count() const = 0;
 
-  // The stream op `op` runs on, on `device`: the calling thread's own (made
-  // on first use), or the device's next shared stream in turn (ThreadedEngine).
+  // The stream op `op` runs on, on `device`: `lent` when set (another
+  // worker's, see worker_pool.h), else the calling thread's own (made on
+  // first use), or the device's next shared stream in turn (ThreadedEngine).
   // The backend owns it. Sets `device` as the thread's current device.
-  virtual ThreadStream StreamFor(int device, std::string_view op) = 0;
+  virtual ThreadStream StreamFor(int device, std::string_view op, ThreadStream lent) = 0;
 
   // REQUIRES: block->stream is the running thread's stream.
   virtual void OnStartGpu(OprBlock* block) = 0;

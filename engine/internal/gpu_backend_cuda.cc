@@ -223,13 +223,14 @@ class CudaBackend final : public GpuBackend {
 
   int device_count() const override { return devices_; }
 
-  ThreadStream StreamFor(int device, std::string_view op) override {
+  ThreadStream StreamFor(int device, std::string_view op, ThreadStream lent) override {
     // cudaGetDevice reads the runtime's per-thread state; cudaSetDevice goes to
     // the driver, so it is called only when an op switches this thread's device
     // (the op's own code may have switched it too).
     int current = -1;
     CudaCheckForOp(cudaGetDevice(&current), "cudaGetDevice", op);
     if (current != device) CudaCheckForOp(cudaSetDevice(device), "cudaSetDevice", op);
+    if (lent.sync != nullptr) return lent;
     SyncStream* stream = nullptr;
     try {
       stream = streams_.For(device);

@@ -15,6 +15,7 @@ struct ThreadState {
   int inline_depth = 0;
   // Worker threads: their pool, and the op they made ready to run next.
   const void* pool = nullptr;
+  int gpu_device = -1;  // GPU pool workers: their device
   OprBlock* continuation = nullptr;
   int continuation_run = 0;
 };

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "engine/internal/logging.h"
+#include "engine/internal/opr_block.h"
 #include "engine/internal/thread_state.h"
 
 namespace ember::engine::internal {
@@ -18,15 +19,15 @@ constexpr int kMaxContinuationRun = 64;
 }  // namespace
 
 WorkerPool::WorkerPool(std::string name, int workers, std::unique_ptr<TaskQueue> queue, RunFn run,
-                       bool continuations, std::function<void()> on_thread_start)
+                       WorkerPoolOptions options)
     : name_(std::move(name)),
       queue_(std::move(queue)),
       run_(std::move(run)),
-      continuations_(continuations),
-      on_thread_start_(std::move(on_thread_start)) {
+      options_(std::move(options)),
+      streams_(workers) {
   threads_.reserve(workers);
   for (int i = 0; i < workers; ++i) {
-    threads_.emplace_back([this] { Loop(); });
+    threads_.emplace_back([this, i] { Loop(i); });
     // Thread names show in debuggers and profilers; at most 15 characters.
     pthread_setname_np(threads_.back().native_handle(), name_.substr(0, 15).c_str());
   }
@@ -37,24 +38,43 @@ WorkerPool::~WorkerPool() { Stop(); }
 // Running the op it just made ready on the same worker skips a queue round
 // trip and a wake-up, and keeps a dependent chain on one warm core.
 void WorkerPool::Push(OprBlock* block, bool continuation) {
-  ThreadState& thread = CurrentThread();
-  if (continuation && continuations_ && thread.pool == this && thread.continuation == nullptr &&
-      thread.continuation_run < kMaxContinuationRun) {
-    thread.continuation = block;
-    return;
-  }
+  if (continuation && options_.continuations && TakeAsContinuation(block)) return;
   queue_->Push(block);
 }
 
-void WorkerPool::Loop() {
+bool WorkerPool::TakeAsContinuation(OprBlock* block) {
+  ThreadState& thread = CurrentThread();
+  if (thread.continuation != nullptr || thread.continuation_run >= kMaxContinuationRun) {
+    return false;
+  }
+  if (thread.pool != this) {
+    if (!options_.lend_streams || thread.gpu_device != options_.gpu_device) return false;
+    const ThreadStream stream = LaneStream();
+    if (stream.sync == nullptr) return false;
+    block->stream = stream;
+  }
+  thread.continuation = block;
+  return true;
+}
+
+ThreadStream WorkerPool::LaneStream() {
+  const int ready = ready_.load(std::memory_order_acquire);
+  if (ready < static_cast<int>(streams_.size())) return {};
+  return streams_[turn_.fetch_add(1, std::memory_order_relaxed) % streams_.size()];
+}
+
+void WorkerPool::Loop(int index) {
   ThreadState& thread = CurrentThread();
   thread.is_worker = true;
   thread.pool = this;
-  if (on_thread_start_) {
+  thread.gpu_device = options_.gpu_device;
+  if (options_.make_stream) {
     try {
-      on_thread_start_();
+      streams_[index] = options_.make_stream();
+      ready_.fetch_add(1, std::memory_order_release);
     } catch (const std::exception& e) {
-      // Not fatal here: the op that needs what failed reports it again.
+      // Not fatal here: the op that needs what failed reports it again, and
+      // other pools never lend this one's streams.
       Log().error("worker {} could not start: {}", name_, e.what());
     }
   }

@@ -35,6 +35,7 @@ using Clock = std::chrono::steady_clock;
 using engine::FnProperty;
 
 constexpr char kHand[] = "hand-written";
+constexpr char kHandThreads[] = "hand, 2 threads";
 constexpr char kIdeal[] = "ideal";
 constexpr char kTargetEngine[] = "ThreadedEnginePerDeviceAsync";
 
@@ -165,7 +166,9 @@ class GpuBench {
 
 std::unique_ptr<engine::Engine> GpuBench::MakeEngine(const std::string& name, int gpu_workers,
                                                      const std::string& profile) const {
-  engine::EngineOptions engine_options = engine::ParseEngineType(name);
+  // The environment's knobs (EMBER_GPU_WORKER_SPIN_US, ...) apply.
+  engine::EngineOptions engine_options =
+      engine::ParseEngineType(name, engine::EngineOptions::FromEnv());
   engine_options.gpu_workers = gpu_workers;
   engine_options.pool_workers = gpu_workers;  // ThreadedEngine: as many streams
   if (options_.event_pool_size > 0) engine_options.gpu_event_pool_size = options_.event_pool_size;
@@ -204,6 +207,10 @@ void GpuBench::RunChain(int spin_us, int run) {
   const double seconds = HandChain(ops, spin_us, /*streams=*/2, counters_.at(0));
   Verify(absl::StrCat(kHand, " ", key), {ops});
   Record(key, kHand, run, 1e6 * seconds / ops, "us/hop");
+  counters_.Zero();
+  const double threaded = HandChainTwoThreads(ops, spin_us, counters_.at(0));
+  Verify(absl::StrCat(kHandThreads, " ", key), {ops});
+  Record(key, kHandThreads, run, 1e6 * threaded / ops, "us/hop");
 }
 
 // The chain of 0 us kernels on one GPU worker: every op is the continuation
@@ -394,7 +401,8 @@ std::optional<std::string> DeviceName(std::string* why) {
 std::vector<std::string> OptionNotes(const GpuBenchOptions& o) {
   return {
       absl::StrFormat("chain: %d ops alternating kNormal and k%s on gpu(0); hand-written: 2 "
-                      "streams, cudaStreamWaitEvent on every hop; one stream: 1 GPU worker",
+                      "streams, cudaStreamWaitEvent on every hop, from one thread (and from two "
+                      "taking turns); one stream: 1 GPU worker",
                       o.chain_ops, engine::ToString(o.chain_prop)),
       absl::StrFormat("fan-out/in: %d rounds of 1 + %d + 1 kernels, engines with %d normal GPU "
                       "workers; hand-written: %d streams",
@@ -427,6 +435,7 @@ GpuCasesResult RunGpuCases(const GpuBenchOptions& options) {
   absl::FPrintF(stderr, "[ember-bench-engine] GPU cases on %s\n", *device);
   table.columns = options.engines;
   table.columns.push_back(kHand);
+  table.columns.push_back(kHandThreads);
   table.columns.push_back(kIdeal);
   GpuBench bench(options);
   HandChain(100, 0, 2, Counters(1).at(0));  // loads the kernel's module untimed

@@ -2,8 +2,10 @@
 
 #include "tools/bench/gpu_hand_peers.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "engine/error.h"
@@ -101,6 +103,31 @@ double HandChain(int ops, int spin_us, int streams, int* counter) {
     LaunchSpinIncrement(hand.stream(s), counter, spin_us);
     hand.Record(s, s);
   }
+  HandStreams::Finish();
+  return SecondsSince(start);
+}
+
+// Thread t issues hops t, t + 2, ...: it spins until the turn is its own,
+// waits on the other stream's last event, launches, records its own event
+// and passes the turn (the event is recorded before the other thread waits
+// on it).
+double HandChainTwoThreads(int ops, int spin_us, int* counter) {
+  const HandStreams hand(2, 2);
+  std::atomic<int> turn{0};
+  const auto start = Clock::now();
+  auto issue = [&](int t) {
+    for (int i = t; i < ops; i += 2) {
+      while (turn.load(std::memory_order_acquire) != i) {
+      }
+      if (i > 0) hand.Wait(t, 1 - t);
+      LaunchSpinIncrement(hand.stream(t), counter, spin_us);
+      hand.Record(t, t);
+      turn.store(i + 1, std::memory_order_release);
+    }
+  };
+  std::thread other(issue, 1);
+  issue(0);
+  other.join();
   HandStreams::Finish();
   return SecondsSince(start);
 }

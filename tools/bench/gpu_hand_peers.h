@@ -43,6 +43,10 @@ class Counters {
 // waiting for the other's last; on 1, in stream order alone.
 double HandChain(int ops, int spin_us, int streams, int* counter);
 
+// The same 2-stream chain issued by two threads, one per stream, taking
+// turns: what handing each hop to another thread costs the CUDA calls.
+double HandChainTwoThreads(int ops, int spin_us, int* counter);
+
 // `rounds` of: a kernel on counter 0, then `fan_out` kernels on counters
 // 1..fan_out that follow it on streams of their own, then a kernel on
 // counter 0 that follows them all.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -292,6 +293,57 @@ TEST_P(GpuEngineTest, IndependentKernelsOnDifferentWorkersOverlap) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
   EXPECT_LT(ms, 8.0) << "two 5 ms kernels on different vars ran one after the other";
+}
+
+// A chain alternating normal and copy-in GPU ops: whichever worker launches
+// an op (its own pool's, or one that made it ready, see worker_pool.h), copy
+// ops run on copy-in streams and normal ops on normal streams, so copies
+// still overlap compute.
+TEST(GpuStreamsTest, OpsRunOnTheirPoolsStreamsWhoeverLaunchesThem) {
+  if (internal::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
+  for (bool async : {false, true}) {
+    EngineOptions options;
+    options.async_gpu = async;
+    auto engine = CreateEngine(options);
+    std::vector<std::pair<FnProperty, void*>> seen;  // appended in chain order
+    VarHandle v = engine->NewVariable();
+    for (int i = 0; i < 200; ++i) {
+      const FnProperty prop = i % 2 == 0 ? FnProperty::kNormal : FnProperty::kCopyToGPU;
+      engine->PushSync([&seen, prop](RunContext ctx) { seen.emplace_back(prop, ctx.stream); }, {},
+                       {v}, {.ctx = Context::GPU(0), .prop = prop, .name = "hop"});
+    }
+    engine->WaitForAll();
+    std::set<void*> normal;
+    std::set<void*> copy;
+    for (const auto& [prop, stream] : seen) {
+      (prop == FnProperty::kNormal ? normal : copy).insert(stream);
+    }
+    EXPECT_EQ(seen.size(), 200u);
+    EXPECT_LE(copy.size(), 1u) << "one copy-in worker, one copy-in stream";
+    for (void* stream : copy) EXPECT_EQ(normal.count(stream), 0u) << "a copy ran on a normal stream";
+  }
+}
+
+// ThreadedEngine hands its set of streams (as many as workers) to GPU ops in
+// turn; the other engines give each worker thread its own.
+TEST(GpuStreamsTest, ThreadedEngineHandsOutItsStreamsRoundRobin) {
+  if (internal::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
+  EngineOptions options;
+  options.type = EngineType::kThreaded;
+  options.pool_workers = 3;
+  auto engine = CreateEngine(options);
+  std::vector<void*> streams;  // appended by ops that all write `v`: serial
+  VarHandle v = engine->NewVariable();
+  for (int i = 0; i < 9; ++i) {
+    engine->PushSync([&streams](RunContext ctx) { streams.push_back(ctx.stream); }, {}, {v},
+                     {.ctx = Context::GPU(0), .name = "stream?"});
+  }
+  engine->WaitForAll();
+  ASSERT_EQ(streams.size(), 9u);
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(streams[i], streams[i % 3]) << "op " << i;
+  EXPECT_NE(streams[0], streams[1]);
+  EXPECT_NE(streams[1], streams[2]);
+  EXPECT_NE(streams[0], streams[2]);
 }
 
 TEST(GpuProfileTest, GpuSpansGoOnStreamRowsTimedByEvents) {
