@@ -7,9 +7,10 @@
 #            the whole ctest suite, labels stress and install included
 #   tsan     build-tsan/ (clang, Debug -O1, ThreadSanitizer,
 #            -Werror=thread-safety, no tools, no CUDA):
-#            ctest -L engine -LE stress
+#            ctest -L 'engine|storage|ops' -LE 'stress|example'
 #   asan     build-asan/ (gcc, Debug -O1, AddressSanitizer + UBSan +
-#            LeakSanitizer, no tools, no CUDA): ctest -L engine -LE stress
+#            LeakSanitizer, no tools, no CUDA):
+#            ctest -L 'engine|storage|ops' -LE 'stress|example'
 # A failed stage does not stop the later ones (a failed deps stage does);
 # the run ends with one summary line per stage and exits non-zero if any
 # stage failed.
@@ -50,6 +51,11 @@ jobs=${EMBER_JOBS:-2}
 build_dir=${EMBER_BUILD_DIR:-build}
 tsan_dir=${EMBER_TSAN_BUILD_DIR:-build-tsan}
 asan_dir=${EMBER_ASAN_BUILD_DIR:-build-asan}
+# What the sanitizer builds run: the library's tests, not the long stress
+# runs, nor the examples (the default stage runs those under every engine).
+sanitized_labels='engine|storage|ops'
+sanitized_skip='stress|example'
+
 
 # CMake looks for nvcc on PATH only; the CUDA toolkit's usual home is added so
 # that CUDA code compiles wherever the toolkit is installed, CPU-only
@@ -112,7 +118,7 @@ stage_tsan() {
     -DCMAKE_CXX_FLAGS="-fsanitize=thread -g -O1 -Werror=thread-safety" \
     -DEMBER_BUILD_TOOLS=OFF -DEMBER_CUDA=OFF
   cmake --build "$tsan_dir" -j "$jobs"
-  ctest --test-dir "$tsan_dir" -L engine -LE stress "${ctest_args[@]}"
+  ctest --test-dir "$tsan_dir" -L "$sanitized_labels" -LE "$sanitized_skip" "${ctest_args[@]}"
 }
 
 stage_asan() {
@@ -133,7 +139,7 @@ stage_asan() {
     -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1" \
     -DEMBER_BUILD_TOOLS=OFF -DEMBER_CUDA=OFF
   cmake --build "$asan_dir" -j "$jobs"
-  ctest --test-dir "$asan_dir" -L engine -LE stress "${ctest_args[@]}"
+  ctest --test-dir "$asan_dir" -L "$sanitized_labels" -LE "$sanitized_skip" "${ctest_args[@]}"
 }
 
 summary=()
@@ -196,8 +202,8 @@ if ((quick)); then
   skip_stage tsan "(--quick)"
   skip_stage asan "(--quick)"
 else
-  run_stage tsan "$tsan_dir/: clang ThreadSanitizer, ctest -L engine -LE stress" stage_tsan
-  run_stage asan "$asan_dir/: gcc ASan+UBSan, ctest -L engine -LE stress" stage_asan
+  run_stage tsan "$tsan_dir/: clang ThreadSanitizer, ctest -L '$sanitized_labels' -LE '$sanitized_skip'" stage_tsan
+  run_stage asan "$asan_dir/: gcc ASan+UBSan, ctest -L '$sanitized_labels' -LE '$sanitized_skip'" stage_asan
 fi
 
 print_summary
