@@ -76,9 +76,13 @@ Engine& Engine::Get() {
   if (global.engine == nullptr || global.fork_generation != generation) {
     // After fork() the parent's engine is left alone (leaked in the child):
     // its threads and locks belong to the parent.
-    if (global.engine == nullptr) std::atexit(&DestroyGlobalAtExit);
+    const bool first = global.engine == nullptr;
     global.engine = CreateEngine(EngineOptions::FromEnv()).release();
     global.fork_generation = generation;
+    // Registered after the engine exists: making it initialized the CUDA
+    // runtime, whose teardown is an exit handler too, and exit runs handlers
+    // in reverse order, so the engine drains its GPU work before CUDA unloads.
+    if (first) std::atexit(&DestroyGlobalAtExit);
   }
   return *global.engine;
 }

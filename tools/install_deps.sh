@@ -19,6 +19,7 @@ required=(
   build-essential cmake pkg-config
   libabsl-dev libspdlog-dev libfmt-dev libconcurrentqueue-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libblas-dev
   libstarpu-dev libtbb-dev
   clang
 )

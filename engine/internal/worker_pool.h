@@ -77,6 +77,10 @@ class WorkerPool {
   std::vector<ThreadStream> streams_;  // by worker; written before ready_ counts it
   std::atomic<int> ready_{0};
   std::atomic<uint32_t> turn_{0};
+  // How ops reached this pool's workers, for the debug log at Stop().
+  std::atomic<uint64_t> queued_{0};
+  std::atomic<uint64_t> continued_{0};
+  std::atomic<uint64_t> lent_{0};
   std::vector<std::thread> threads_;
 };
 

@@ -24,7 +24,7 @@ SyncStream::SyncStream(cudaStream_t stream, uint32_t id, std::size_t max_events)
     : stream_(stream), id_(id), max_events_(max_events < 1 ? 1 : max_events) {}
 
 SyncStream::~SyncStream() {
-  MutexLock lock(&mu_);
+  SpinLockHolder lock(&mu_);
   CudaLogIfError(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (shutdown)");
   for (const InFlight& entry : in_flight_) free_.push_back(entry.event);
   for (cudaEvent_t event : free_) CudaLogIfError(cudaEventDestroy(event), "cudaEventDestroy");
@@ -32,7 +32,7 @@ SyncStream::~SyncStream() {
 }
 
 StreamEvent SyncStream::Record(std::string_view op) {
-  MutexLock lock(&mu_);
+  SpinLockHolder lock(&mu_);
   cudaEvent_t event = FreeEvent(op);
   const cudaError_t status = cudaEventRecord(event, stream_);
   if (status != cudaSuccess) {
@@ -85,11 +85,13 @@ void SyncStream::Reap(bool block, std::string_view op) {
 
 int SyncStream::WaitFor(std::span<const StreamEvent> events, std::string_view op) {
   int issued = 0;
-  MutexLock lock(&mu_);
+  SpinLockHolder lock(&mu_);
   for (const StreamEvent& event : events) {
     if (event.stream == this) continue;  // stream order covers it
     if (event.stream->Passed(event)) continue;
-    uint64_t& waited = waited_[event.stream->id()];
+    const uint32_t source = event.stream->id();
+    if (source >= waited_.size()) waited_.resize(source + 1, 0);
+    uint64_t& waited = waited_[source];
     if (waited >= event.sequence) continue;  // a newer wait covers it
     CudaCheckForOp(cudaStreamWaitEvent(stream_, event.event, 0), "cudaStreamWaitEvent", op);
     waited = event.sequence;
@@ -99,7 +101,7 @@ int SyncStream::WaitFor(std::span<const StreamEvent> events, std::string_view op
 }
 
 std::size_t SyncStream::events_created() const {
-  MutexLock lock(&mu_);
+  SpinLockHolder lock(&mu_);
   return created_;
 }
 

@@ -22,7 +22,8 @@
 // the host for the oldest (the stream is that many ops behind the host).
 //
 // Thread safety: thread-safe. A stream usually has one user (a worker's
-// own stream), so its lock is uncontended; it is there for streams shared
+// own stream), so its lock (a spin lock: held for a few bookkeeping steps
+// and one CUDA call) is uncontended; it is there for streams shared
 // round-robin (ThreadedEngine) and for async ops that complete on another
 // thread. Waits are issued under the lock before they are noted, so an op
 // that skips a wait as already issued launches after it.
@@ -35,10 +36,9 @@
 #include <string_view>
 #include <vector>
 
-#include <absl/container/flat_hash_map.h>
 #include <cuda_runtime_api.h>
 
-#include "engine/internal/mutex.h"
+#include "engine/internal/spin_lock.h"
 
 namespace ember::engine::internal {
 
@@ -90,7 +90,7 @@ class SyncStream {
   const uint32_t id_;
   const std::size_t max_events_;
   std::atomic<uint64_t> completed_{0};
-  mutable Mutex mu_;
+  mutable SpinLock mu_;
   uint64_t last_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   struct InFlight {
     uint64_t sequence;
@@ -99,8 +99,9 @@ class SyncStream {
   std::deque<InFlight> in_flight_ ABSL_GUARDED_BY(mu_);  // recording order
   std::vector<cudaEvent_t> free_ ABSL_GUARDED_BY(mu_);
   std::size_t created_ ABSL_GUARDED_BY(mu_) = 0;
-  // Per source stream id: the newest sequence number this stream waited on.
-  absl::flat_hash_map<uint32_t, uint64_t> waited_ ABSL_GUARDED_BY(mu_);
+  // By source stream id (small and dense, from the backend's counter): the
+  // newest sequence number this stream waited on.
+  std::vector<uint64_t> waited_ ABSL_GUARDED_BY(mu_);
 };
 
 // Blocks the calling thread until every event in `events` the GPU has not

@@ -9,6 +9,7 @@
 #include <iterator>
 #include <random>
 #include <set>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "engine/engine.h"
 #include "engine/error.h"
 #include "engine/internal/cuda/cuda_check.h"
+#include "engine/internal/mutex.h"
 #include "engine/testing/random_workload.h"
 #include "tests/engine/cuda/test_kernels.h"
 
@@ -321,6 +323,38 @@ TEST(GpuStreamsTest, OpsRunOnTheirPoolsStreamsWhoeverLaunchesThem) {
     EXPECT_EQ(seen.size(), 200u);
     EXPECT_LE(copy.size(), 1u) << "one copy-in worker, one copy-in stream";
     for (void* stream : copy) EXPECT_EQ(normal.count(stream), 0u) << "a copy ran on a normal stream";
+  }
+}
+
+// In the Async engines a GPU worker launches the GPU op it makes ready for
+// another pool itself (worker_pool.h): a chain pushed behind a gate runs on
+// one thread, in runs of up to 64 ops; the plain engines hand every hop to
+// the other pool's worker.
+TEST(GpuStreamsTest, AsyncWorkersLaunchTheChainTheyMakeReady) {
+  if (internal::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
+  for (bool async : {false, true}) {
+    EngineOptions options;
+    options.async_gpu = async;
+    auto engine = CreateEngine(options);
+    VarHandle v = engine->NewVariable();
+    internal::Notification gate;
+    engine->PushSync([&gate](RunContext) { gate.WaitForNotification(); }, {}, {v},
+                     {.name = "gate"});
+    std::vector<std::thread::id> threads;  // appended in chain order
+    for (int i = 0; i < 200; ++i) {
+      const FnProperty prop = i % 2 == 0 ? FnProperty::kNormal : FnProperty::kCopyToGPU;
+      engine->PushSync([&threads](RunContext) { threads.push_back(std::this_thread::get_id()); },
+                       {}, {v}, {.ctx = Context::GPU(0), .prop = prop, .name = "hop"});
+    }
+    gate.Notify();
+    engine->WaitForAll();
+    int switches = 0;
+    for (size_t i = 1; i < threads.size(); ++i) switches += threads[i] != threads[i - 1];
+    if (async) {
+      EXPECT_LE(switches, 10) << "hops were handed between threads";
+    } else {
+      EXPECT_GE(switches, 199) << "a plain engine's worker took another pool's op";
+    }
   }
 }
 

@@ -1,0 +1,64 @@
+// The CUDA elementwise kernel (see ops/internal/elementwise_kernels.h):
+// grid-stride loops over PointwiseAt, the math the CPU kernel runs too;
+// BiasGrad as a column reduction; Copy as one cudaMemcpyAsync.
+
+#include "ops/internal/cuda_launch.cuh"
+#include "ops/internal/elementwise_kernels.h"
+
+namespace ember::ops::internal {
+namespace {
+
+template <ElementwiseOp kOp>
+__global__ void PointwiseKernel(ElementwiseArgs args) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < args.n; i += stride) {
+    args.out[i] = PointwiseAt<kOp>(args, i);
+  }
+}
+
+// A block sums 32 columns: its 32 x 8 threads walk the rows 8 apart (each
+// warp reads 32 adjacent floats of a row), then the 8 partial sums of each
+// column are added in shared memory in a fixed order, so the result is the
+// same on every run. Doubles, as the CPU kernel sums.
+constexpr int kBiasCols = 32;
+constexpr int kBiasRows = 8;
+
+__global__ void BiasGradKernel(ElementwiseArgs args) {
+  __shared__ double partial[kBiasRows][kBiasCols];
+  const int64_t col = int64_t{blockIdx.x} * kBiasCols + threadIdx.x;
+  const int64_t rows = args.n / args.cols;
+  double sum = 0.0;
+  if (col < args.cols) {
+    for (int64_t r = threadIdx.y; r < rows; r += kBiasRows) sum += args.a[r * args.cols + col];
+  }
+  partial[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || col >= args.cols) return;
+  for (int r = 1; r < kBiasRows; ++r) sum += partial[r][threadIdx.x];
+  args.out[col] = static_cast<float>(sum);
+}
+
+}  // namespace
+
+void ElementwiseCuda(const ElementwiseArgs& args, void* stream, std::string_view op) {
+  cudaStream_t cuda_stream = AsStream(stream);
+  if (args.op == ElementwiseOp::kBiasGrad) {
+    if (args.cols == 0) return;
+    const unsigned blocks = static_cast<unsigned>((args.cols + kBiasCols - 1) / kBiasCols);
+    BiasGradKernel<<<blocks, dim3(kBiasCols, kBiasRows), 0, cuda_stream>>>(args);
+    return CheckLaunch("BiasGradKernel", op);
+  }
+  if (args.n == 0) return;
+  if (args.op == ElementwiseOp::kCopy) {
+    return CheckCuda(cudaMemcpyAsync(args.out, args.a, static_cast<size_t>(args.n) * sizeof(float),
+                                     cudaMemcpyDeviceToDevice, cuda_stream),
+                     "cudaMemcpyAsync", op);
+  }
+  VisitPointwise(args.op, [&](auto tag) {
+    PointwiseKernel<decltype(tag)::kValue>
+        <<<GridFor(args.n), kBlockThreads, 0, cuda_stream>>>(args);
+  });
+  CheckLaunch("PointwiseKernel", op);
+}
+
+}  // namespace ember::ops::internal

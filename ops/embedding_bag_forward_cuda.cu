@@ -1,0 +1,396 @@
+// TBE on the GPU: the forward kernel, the check kernels behind
+// TbeValidateCuda, and the upload of the per-table arrays
+// (ops/internal/embedding_bag_upload.h).
+//
+// Forward, FBGEMM's layout: one warp per (table, bag), bags of one table on
+// neighbouring warps (hot rows of a table meet in L2). A 128-dim f32 row is one
+// coalesced 512-byte read: each lane loads 4 floats (one float4) and sums them
+// in registers. The bag goes 32 entries at a time: every lane prefetches one
+// entry's row into L2 (no register held), then the warp loads them kUnroll rows
+// at a time. On an H100 at dim 128, 8-16 tables, pooling 20-80, batch 16k-64k,
+// this reads rows at 85-100% of the rate of a plain random-row gather,
+// 1.5-1.75x PyTorch's embedding_bag (the prefetch gave 1.15-1.3x over the same
+// kernel without it). Narrower rows split the warp into lane groups that pool
+// different rows of the bag and meet by shuffles; wider rows go in chunks of
+// 128 columns. Rows whose dim is not a multiple of 4, or whose table or output
+// start is not 16-byte aligned, take the same path one column per lane.
+// f16/bf16 rows load 4 elements (8 bytes) a lane and sum in f32. Entries
+// outside the bag's clamped offsets, or indices out of range, are skipped, so
+// without validation bad input is never dereferenced.
+//
+// Device code compiles as C++17 (CMakeLists.txt), so this file includes no
+// C++20 header (engine/internal/cuda/cuda_check.h needs
+// std::source_location): Check below is CudaCheck's twin, with its message.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "engine/error.h"
+#include "ops/internal/embedding_bag_fault.h"
+#include "ops/internal/embedding_bag_kernels.h"
+#include "ops/internal/embedding_bag_upload.h"
+#include "storage/storage.h"
+
+namespace ember::ops::internal {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kThreads = 256;
+constexpr int kWarpsPerBlock = kThreads / kWarp;
+constexpr unsigned kFullMask = 0xffffffffu;
+// Rows a lane group loads into registers at once (the prefetch has already
+// put the chunk's 32 rows in flight). Measured on an H100 beside 4 rows
+// with 4 blocks an SM: 8 is faster on uniform indices (DRAM-bound), 4 on
+// Zipf ones (L2-bound), by up to 8% and 30%.
+constexpr int kUnroll = 8;
+
+// Throws CudaError "[what] cudaErrorX (text) at file:line" (as CudaCheck).
+void Check(cudaError_t status, const char* what, int line = __builtin_LINE()) {
+  if (status == cudaSuccess) return;
+  (void)cudaGetLastError();  // clear the sticky state, so later checks report their own
+  throw CudaError(std::string("[") + what + "] " + cudaGetErrorName(status) + " (" +
+                  cudaGetErrorString(status) + ") at " + __FILE__ + ":" + std::to_string(line));
+}
+
+int64_t NumBags(const TbeArgs& args) { return int64_t{args.num_tables} * args.batch_size; }
+
+unsigned BlocksFor(int64_t warps, const char* what) {
+  const int64_t blocks = (warps + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  if (blocks > INT_MAX) {
+    throw InvalidArgument(std::string("[") + what + "] " + std::to_string(warps) +
+                          " bags are more than one launch can take");
+  }
+  return static_cast<unsigned>(blocks);
+}
+
+// ---- Loads and stores: V weights as f32 -----------------------------------
+
+__device__ __forceinline__ void Load(const float* p, float (&v)[4]) {
+  const float4 x = __ldg(reinterpret_cast<const float4*>(p));
+  v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+}
+__device__ __forceinline__ void Load(const float* p, float (&v)[1]) { v[0] = __ldg(p); }
+
+__device__ __forceinline__ void Load(const __half* p, float (&v)[4]) {
+  const uint2 raw = __ldg(reinterpret_cast<const uint2*>(p));
+  const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
+  const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
+  v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
+}
+__device__ __forceinline__ void Load(const __half* p, float (&v)[1]) {
+  v[0] = __half2float(__ldg(p));
+}
+
+__device__ __forceinline__ void Load(const __nv_bfloat16* p, float (&v)[4]) {
+  const uint2 raw = __ldg(reinterpret_cast<const uint2*>(p));
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+  v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
+}
+__device__ __forceinline__ void Load(const __nv_bfloat16* p, float (&v)[1]) {
+  v[0] = __bfloat162float(__ldg(p));
+}
+
+__device__ __forceinline__ void Store(float* p, const float (&v)[4]) {
+  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+__device__ __forceinline__ void Store(float* p, const float (&v)[1]) { *p = v[0]; }
+
+// ---- Forward --------------------------------------------------------------
+
+// Bag g's entries, clamped into [0, num_indices]; a decreasing pair gives an
+// empty bag. Valid offsets pass unchanged.
+template <typename Index>
+__device__ __forceinline__ void ReadBag(const Index* offsets, int64_t g, int64_t num_indices,
+                                        int64_t& start, int64_t& end) {
+  start = min(max(int64_t{offsets[g]}, int64_t{0}), num_indices);
+  end = min(max(int64_t{offsets[g + 1]}, start), num_indices);
+}
+
+// One warp's bag: where its rows and its output are.
+template <typename Index, typename Weight>
+struct WarpBag {
+  const Index* indices;
+  const float* per_sample_weights;  // null: all 1
+  const Weight* table;              // the table's first element
+  float* out;                       // the bag's first output column
+  int64_t rows;
+  int64_t dim;
+  int64_t start;
+  int64_t end;
+  float scale;  // 1, or 1 / |bag| for mean pooling
+};
+
+__device__ __forceinline__ int NextPow2(int x) { return x <= 1 ? 1 : 1 << (32 - __clz(x - 1)); }
+
+// Asks L2 for the 128-byte lines of [p, p + bytes). A prefetch holds no
+// register, so a lane can put its whole row in flight at once.
+__device__ __forceinline__ void PrefetchL2(const void* p, int64_t bytes) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{127};
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + bytes - 1) & ~uintptr_t{127};
+  for (uintptr_t line = first; line <= last; line += 128) {
+    asm volatile("prefetch.global.L2 [%0];" : : "l"(line));
+  }
+}
+
+// Pools columns [c0, c0 + cols) of the bag, V columns a lane. A row takes
+// `lanes` lanes (a power of two); the warp's 32 / lanes groups take
+// successive entries of the bag and are summed by shuffles at the end.
+// Entries go 32 at a time: each lane reads one index and prefetches its
+// row's columns into L2, so all 32 rows are in flight from DRAM together;
+// the loads into registers (kUnroll rows a group at a time) then mostly
+// wait on L2, not DRAM. Every branch around a shuffle is warp-uniform.
+template <int V, typename Index, typename Weight>
+__device__ __forceinline__ void PoolColumns(const WarpBag<Index, Weight>& bag, int64_t c0, int cols,
+                                            int lane) {
+  const int lanes = NextPow2((cols + V - 1) / V);
+  const int groups = kWarp / lanes;
+  const int group = lane / lanes;
+  const int col = (lane % lanes) * V;
+  const bool active = col < cols;
+  float sum[V] = {};
+  for (int64_t base = bag.start; base < bag.end; base += kWarp) {
+    const int n = static_cast<int>(min(int64_t{kWarp}, bag.end - base));
+    // Lane j holds entry base + j: its row (-1: skipped) and its weight.
+    int64_t my_row = -1;
+    float my_weight = 0.0f;
+    if (lane < n) {
+      const int64_t index = bag.indices[base + lane];
+      if (IndexInRange(index, bag.rows)) {
+        my_row = index;
+        my_weight = bag.per_sample_weights ? bag.per_sample_weights[base + lane] : 1.0f;
+        PrefetchL2(bag.table + index * bag.dim + c0, cols * int64_t{sizeof(Weight)});
+      }
+    }
+    for (int j = 0; j < n; j += groups * kUnroll) {
+      float v[kUnroll][V];
+      float w[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int k = j + u * groups + group;  // this group's entry
+        int64_t row = __shfl_sync(kFullMask, my_row, k & (kWarp - 1));
+        w[u] = __shfl_sync(kFullMask, my_weight, k & (kWarp - 1));
+        if (k >= n) row = -1, w[u] = 0.0f;
+        if (row >= 0 && active) {
+          Load(bag.table + row * bag.dim + c0 + col, v[u]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < V; ++e) v[u][e] = 0.0f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) sum[e] = fmaf(w[u], v[u][e], sum[e]);
+      }
+    }
+  }
+  for (int offset = lanes; offset < kWarp; offset *= 2) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) sum[e] += __shfl_xor_sync(kFullMask, sum[e], offset);
+  }
+  if (group == 0 && active) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) sum[e] *= bag.scale;
+    Store(bag.out + c0 + col, sum);
+  }
+}
+
+template <int V, typename Index, typename Weight>
+__device__ __forceinline__ void PoolBag(const WarpBag<Index, Weight>& bag, int lane) {
+  for (int64_t c0 = 0; c0 < bag.dim; c0 += kWarp * V) {
+    PoolColumns<V>(bag, c0, static_cast<int>(min(int64_t{kWarp * V}, bag.dim - c0)), lane);
+  }
+}
+
+// At least 2 blocks an SM: the register budget (128) that holds kUnroll
+// rows of float4 without spilling; 16 warps an SM keep enough loads in flight.
+template <typename Index, typename Weight>
+__global__ void __launch_bounds__(kThreads, 2)
+    ForwardKernel(const TbeArgs args, const Index* indices, const Index* offsets) {
+  const int64_t g = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (g >= int64_t{args.num_tables} * args.batch_size) return;  // the whole warp
+  const int lane = threadIdx.x % kWarp;
+  const int t = static_cast<int>(g / args.batch_size);
+  const int64_t b = g - t * args.batch_size;
+
+  WarpBag<Index, Weight> bag;
+  ReadBag(offsets, g, args.num_indices, bag.start, bag.end);
+  bag.indices = indices;
+  bag.per_sample_weights = args.per_sample_weights;
+  bag.table = static_cast<const Weight*>(args.weights) + args.weight_offsets[t];
+  bag.out = args.out + b * args.total_dim + args.output_offsets[t];
+  bag.rows = args.rows[t];
+  bag.dim = args.dims[t];
+  bag.scale =
+      args.mean && bag.end > bag.start ? 1.0f / static_cast<float>(bag.end - bag.start) : 1.0f;
+  const bool vectors = bag.dim % 4 == 0 &&
+                       reinterpret_cast<uintptr_t>(bag.table) % (4 * sizeof(Weight)) == 0 &&
+                       reinterpret_cast<uintptr_t>(bag.out) % 16 == 0;
+  if (vectors) {
+    PoolBag<4>(bag, lane);
+  } else {
+    PoolBag<1>(bag, lane);
+  }
+}
+
+template <typename Index>
+void LaunchForward(const TbeArgs& args, const Index* indices, const Index* offsets,
+                   cudaStream_t stream) {
+  const unsigned blocks = BlocksFor(NumBags(args), "TbeForwardCuda");
+  switch (args.weight_type) {
+    case WeightType::kF32:
+      ForwardKernel<Index, float><<<blocks, kThreads, 0, stream>>>(args, indices, offsets);
+      break;
+    case WeightType::kF16:
+      ForwardKernel<Index, __half><<<blocks, kThreads, 0, stream>>>(args, indices, offsets);
+      break;
+    case WeightType::kBF16:
+      ForwardKernel<Index, __nv_bfloat16><<<blocks, kThreads, 0, stream>>>(args, indices, offsets);
+      break;
+  }
+  Check(cudaGetLastError(), "TbeForwardCuda launch");
+}
+
+// ---- Validation -----------------------------------------------------------
+
+// Where the check kernels leave their verdict: the smallest bad bag g
+// (ULLONG_MAX: none), then that bag's fault.
+struct FaultRecord {
+  unsigned long long first_bad;
+  TbeFault fault;
+};
+
+// One warp per bag: marks the bag bad (atomicMin of g) when its offsets or
+// any of its indices are.
+template <typename Index>
+__global__ void __launch_bounds__(kThreads)
+    FindFaultKernel(const TbeArgs args, const Index* indices, const Index* offsets,
+                    unsigned long long* first_bad) {
+  const int64_t num_bags = int64_t{args.num_tables} * args.batch_size;
+  const int64_t g = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (g >= num_bags) return;
+  const int lane = threadIdx.x % kWarp;
+  const int t = static_cast<int>(g / args.batch_size);
+  const int64_t start = offsets[g];
+  const int64_t end = offsets[g + 1];
+  bool bad =
+      CheckBagOffsets(t, g - t * args.batch_size, g, num_bags, start, end, args.num_indices).kind !=
+      TbeFaultKind::kNone;
+  if (!bad) {
+    const int64_t rows = args.rows[t];
+    bool lane_bad = false;
+    for (int64_t i = start + lane; i < end; i += kWarp) {
+      lane_bad |= !IndexInRange(int64_t{indices[i]}, rows);
+    }
+    bad = __any_sync(kFullMask, lane_bad);
+  }
+  if (bad && lane == 0) atomicMin(first_bad, static_cast<unsigned long long>(g));
+}
+
+// One warp: describes the fault of bag record->first_bad, as the CPU would.
+template <typename Index>
+__global__ void DescribeFaultKernel(const TbeArgs args, const Index* indices, const Index* offsets,
+                                    FaultRecord* record) {
+  const int lane = threadIdx.x;
+  const unsigned long long first_bad = record->first_bad;
+  TbeFault fault;
+  if (first_bad != ULLONG_MAX) {
+    const auto g = static_cast<int64_t>(first_bad);
+    const int t = static_cast<int>(g / args.batch_size);
+    const int64_t start = offsets[g];
+    const int64_t end = offsets[g + 1];
+    fault =
+        CheckBagOffsets(t, g - t * args.batch_size, g, int64_t{args.num_tables} * args.batch_size,
+                        start, end, args.num_indices);
+    for (int64_t base = start; fault.kind == TbeFaultKind::kNone && base < end; base += kWarp) {
+      const int64_t i = base + lane;
+      const int64_t index = i < end ? int64_t{indices[i]} : 0;
+      const unsigned bad = __ballot_sync(kFullMask, i < end && !IndexInRange(index, args.rows[t]));
+      if (bad == 0) continue;
+      const int first = __ffs(bad) - 1;
+      fault.kind = TbeFaultKind::kIndexOutOfRange;
+      fault.position = __shfl_sync(kFullMask, i, first);
+      fault.value = __shfl_sync(kFullMask, index, first);
+      fault.bound = args.rows[t];
+    }
+  }
+  if (lane == 0) record->fault = fault;
+}
+
+template <typename Index>
+void LaunchValidate(const TbeArgs& args, const Index* indices, const Index* offsets,
+                    FaultRecord* record, cudaStream_t stream) {
+  const unsigned blocks = BlocksFor(NumBags(args), "TbeValidateCuda");
+  FindFaultKernel<Index>
+      <<<blocks, kThreads, 0, stream>>>(args, indices, offsets, &record->first_bad);
+  Check(cudaGetLastError(), "TbeValidateCuda launch (find)");
+  DescribeFaultKernel<Index><<<1, kWarp, 0, stream>>>(args, indices, offsets, record);
+  Check(cudaGetLastError(), "TbeValidateCuda launch (describe)");
+}
+
+// ---- Upload ---------------------------------------------------------------
+
+// Values per launch: 3840 bytes, inside the 4 KiB every GPU takes as kernel
+// parameters.
+constexpr int kUploadChunk = 480;
+struct UploadChunk {
+  int64_t values[kUploadChunk];
+};
+
+__global__ void StoreKernel(const UploadChunk chunk, int count, int64_t* dst) {
+  for (int i = threadIdx.x; i < count; i += blockDim.x) dst[i] = chunk.values[i];
+}
+
+}  // namespace
+
+void TbeUploadCuda(const int64_t* values, int64_t count, int64_t* dst, int device, void* stream) {
+  for (int64_t first = 0; first < count; first += kUploadChunk) {
+    const int n = static_cast<int>(std::min<int64_t>(kUploadChunk, count - first));
+    UploadChunk chunk;
+    std::copy(values + first, values + first + n, chunk.values);
+    StoreKernel<<<1, 128, 0, static_cast<cudaStream_t>(stream)>>>(chunk, n, dst + first);
+    Check(cudaGetLastError(), "TbeUploadCuda launch");
+  }
+}
+
+void TbeForwardCuda(const TbeArgs& args, int device, void* stream) {
+  if (NumBags(args) == 0) return;
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (args.offsets32 != nullptr) {
+    LaunchForward(args, args.indices32, args.offsets32, s);
+  } else {
+    LaunchForward(args, args.indices64, args.offsets64, s);
+  }
+}
+
+// The worker waits here for the verdict (one stream sync), as
+// embedding_bag.h's "Validation" allows: an op reports its error when it
+// runs, and the kernels that follow must not run on bad input.
+void TbeValidateCuda(const TbeArgs& args, int device, void* stream) {
+  if (NumBags(args) == 0) return;
+  const auto s = static_cast<cudaStream_t>(stream);
+  storage::Buffer buffer =
+      storage::GetStorage(storage::MemoryKind::kDevice, device).Alloc(sizeof(FaultRecord), stream);
+  auto* record = static_cast<FaultRecord*>(buffer.data());
+  Check(cudaMemsetAsync(&record->first_bad, 0xff, sizeof(record->first_bad), s),
+        "cudaMemsetAsync for TbeValidateCuda");
+  if (args.offsets32 != nullptr) {
+    LaunchValidate(args, args.indices32, args.offsets32, record, s);
+  } else {
+    LaunchValidate(args, args.indices64, args.offsets64, record, s);
+  }
+  TbeFault fault;
+  Check(cudaMemcpyAsync(&fault, &record->fault, sizeof(fault), cudaMemcpyDeviceToHost, s),
+        "cudaMemcpyAsync of the TbeValidateCuda verdict");
+  Check(cudaStreamSynchronize(s), "cudaStreamSynchronize for TbeValidateCuda");
+  if (fault.kind != TbeFaultKind::kNone) ThrowTbeFault(args, fault);
+}
+
+}  // namespace ember::ops::internal

@@ -1,0 +1,28 @@
+#pragma once
+
+// The TBE kernels behind the push functions of embedding_bag.h, on TbeArgs.
+// CPU kernels run to completion and throw InvalidArgument for bad indices or
+// offsets (naming table, bag and value). CUDA kernels launch on `stream` (a
+// cudaStream_t) and return; a build without CUDA links stubs that throw
+// Unavailable.
+//
+// Thread safety: reentrant (each call works on its own arguments).
+
+#include "ops/internal/embedding_bag_args.h"
+
+namespace ember::ops::internal {
+
+void TbeForwardCpu(const TbeArgs& args);
+void TbeBackwardCpu(const TbeArgs& args);
+
+// Checks indices and offsets on the GPU and waits for the verdict (a stream
+// sync); throws InvalidArgument like the CPU kernels. `device` is the
+// stream's GPU.
+void TbeValidateCuda(const TbeArgs& args, int device, void* stream);
+// Bad entries are skipped, never dereferenced.
+void TbeForwardCuda(const TbeArgs& args, int device, void* stream);
+// Temporary memory (sort buffers) comes from the device's storage manager,
+// ordered on `stream`.
+void TbeBackwardCuda(const TbeArgs& args, int device, void* stream);
+
+}  // namespace ember::ops::internal

@@ -1,0 +1,54 @@
+#pragma once
+
+// What every op's push function does: check its tensors (dtype, shape, one
+// engine, one context) with errors that name the op and the argument, and
+// push the kernel as an engine op that reads and writes exactly the
+// tensors' vars.
+//
+// Thread safety: thread-safe.
+
+#include <functional>
+#include <initializer_list>
+#include <string_view>
+#include <vector>
+
+#include "engine/context.h"
+#include "engine/engine.h"
+#include "storage/dtype.h"
+#include "storage/tensor.h"
+
+namespace ember::ops::internal {
+
+using storage::DType;
+using storage::Tensor;
+
+// Throws InvalidArgument "[op] `arg` ..." unless `tensor` is non-empty and
+// has `dtype` (one of `dtypes`).
+void CheckDType(std::string_view op, std::string_view arg, const Tensor& tensor, DType dtype);
+void CheckDType(std::string_view op, std::string_view arg, const Tensor& tensor,
+                std::initializer_list<DType> dtypes);
+// ... unless `tensor` has exactly `shape`.
+void CheckShape(std::string_view op, std::string_view arg, const Tensor& tensor,
+                const std::vector<int64_t>& shape);
+// ... unless `tensor` has `numel` elements.
+void CheckNumel(std::string_view op, std::string_view arg, const Tensor& tensor, int64_t numel);
+// ... unless every tensor is non-empty, of one engine and on one context;
+// returns that context. Null entries are skipped.
+engine::Context CheckSamePlace(std::string_view op, std::initializer_list<const Tensor*> tensors);
+
+// The kernel of an op: runs on the op's worker with the op's stream (null
+// on the CPU). A throw is the op's error.
+using Kernel = std::function<void(void* stream)>;
+
+// Pushes `kernel` as a kNormal op named `op` on `ctx`, reading `reads` and
+// writing `writes` (null entries skipped), on the tensors' engine. A GPU
+// kernel launches on the stream and returns (the engine tracks its
+// completion); a CPU kernel runs to completion.
+void PushKernel(std::string_view op, engine::Context ctx,
+                std::initializer_list<const Tensor*> reads,
+                std::initializer_list<const Tensor*> writes, Kernel kernel);
+
+// The shape as "[2, 3]", for messages.
+std::string ShapeString(const std::vector<int64_t>& shape);
+
+}  // namespace ember::ops::internal

@@ -1,0 +1,41 @@
+#pragma once
+
+// Matrix multiplication of f32 tensors, the dense layers of a DLRM-style
+// MLP: cuBLAS (cublasSgemm) on a GPU, the system BLAS (cblas_sgemm) on the
+// CPU.
+//
+// Row-major throughout: C[M, N] = alpha * op(A) op(B) + beta * C, where
+// op(A) is A ([M, K]) or, with transpose_a, A^T (A stored as [K, M]), and
+// likewise op(B) is B ([K, N]) or B^T (B stored as [N, K]). A layer's
+// forward y = x W^T is Matmul(x, w, y, false, true); its gradients are
+// dx = dy W (Matmul(dy, w, dx)) and dW = dy^T x (Matmul(dy, x, dw, true)).
+// As in BLAS, beta == 0 overwrites C without reading it (NaN in an
+// uninitialized C does not leak through), and K == 0 gives C = beta * C.
+//
+// Numerics: f32 inputs and products with f32 accumulation; the order of the
+// sums is the library's, so the CPU and the GPU agree to rounding (a few
+// ulp times sqrt(K)), not bit for bit. cuBLAS runs without TF32 (its
+// default math mode for cublasSgemm).
+//
+// Thread safety: thread-safe (pushes an engine op). The tensors must stay
+// alive until the op has run (a Tensor's deletion is deferred through the
+// engine, so destroying it is safe).
+
+#include "storage/tensor.h"
+
+namespace ember::ops {
+
+using storage::Tensor;
+
+// C = alpha * op(A) op(B) + beta * C (see above). a, b, c: 2-D f32 tensors
+// on one context of one engine; c is [M, N] and distinct from a and b.
+// Pushes one kNormal op on that context that reads a and b and writes c
+// (reading it too when beta != 0). Throws InvalidArgument, naming the
+// argument, for a non-f32 or non-2-D tensor, mismatched shapes ("[Matmul]
+// `b` has shape [3, 4]; expected [5, 4]"), a dimension past INT_MAX (BLAS
+// takes int), an aliased c, or tensors on two contexts. A cuBLAS failure is
+// the op's error (a CudaError naming the call), thrown by a wait on c.
+void Matmul(const Tensor& a, const Tensor& b, Tensor& c, bool transpose_a = false,
+            bool transpose_b = false, float alpha = 1.0f, float beta = 0.0f);
+
+}  // namespace ember::ops

@@ -1,0 +1,94 @@
+// The CUDA matmul kernel: one cublasSgemm on the op's stream.
+//
+// Handles. A cuBLAS handle belongs to the device that was current when it
+// was made, and making one costs milliseconds, so each thread keeps one per
+// device (thread_local), made on the thread's first matmul there. Engine
+// workers are long-lived threads, so there are few. The handle's stream is
+// set before every call: a worker may run ops on several streams (the
+// round-robin set of ThreadedEngine, the other pool's stream in the Async
+// engines). The scratch memory stays cuBLAS's default workspace pool, which
+// cublasSetStream re-selects and cuBLAS hands out per stream (sized by
+// CUBLAS_WORKSPACE_CONFIG), rather than one buffer of ours that kernels on
+// two streams could overlap in.
+//
+// Layout. cuBLAS is column-major, and a row-major [r, c] matrix is, read
+// column-major, its transpose [c, r]. So row-major C = op(A) op(B) is
+// computed as column-major C^T = op(B)^T op(A)^T: the same call with A and
+// B swapped and m and n swapped, each keeping its transpose flag.
+
+#include <cstddef>
+#include <source_location>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/internal/cuda/cuda_check.h"
+#include "ops/internal/matmul_kernels.h"
+
+namespace ember::ops::internal {
+namespace {
+
+// Throws CudaError "[cublasSgemm of op 'Matmul'] CUBLAS_STATUS_... (text)
+// at ops/matmul_cuda.cc:NN" unless `status` is a success.
+void CublasCheck(cublasStatus_t status, std::string_view call, std::string_view op,
+                 std::source_location where = std::source_location::current()) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  throw CudaError(fmt::format("[{} of op '{}'] {} ({}) at {}:{}", call, op,
+                              cublasGetStatusName(status), cublasGetStatusString(status),
+                              where.file_name(), where.line()));
+}
+
+// The calling thread's handles, by device.
+class ThreadHandles {
+ public:
+  ThreadHandles() = default;
+  ThreadHandles(const ThreadHandles&) = delete;
+  ThreadHandles& operator=(const ThreadHandles&) = delete;
+
+  // Runs at thread exit, while the CUDA runtime is still up (a thread's
+  // thread_local objects go before the process's statics). Nothing can be
+  // reported from here, so failures are ignored; the thread's current
+  // device is not restored (the thread is ending).
+  ~ThreadHandles() {
+    for (std::size_t device = 0; device < handles_.size(); ++device) {
+      if (handles_[device] == nullptr) continue;
+      if (cudaSetDevice(static_cast<int>(device)) == cudaSuccess) cublasDestroy(handles_[device]);
+      (void)cudaGetLastError();
+    }
+  }
+
+  // The handle of the calling thread's current device (the op's: the engine
+  // made it current), bound to `stream`.
+  cublasHandle_t For(cudaStream_t stream, std::string_view op) {
+    int device = 0;
+    engine::internal::CudaCheckForOp(cudaGetDevice(&device), "cudaGetDevice", op);
+    if (static_cast<std::size_t>(device) >= handles_.size()) handles_.resize(device + 1, nullptr);
+    cublasHandle_t& handle = handles_[device];
+    if (handle == nullptr) CublasCheck(cublasCreate(&handle), "cublasCreate", op);
+    CublasCheck(cublasSetStream(handle, stream), "cublasSetStream", op);
+    return handle;
+  }
+
+ private:
+  std::vector<cublasHandle_t> handles_;  // by device; null: not made yet
+};
+
+}  // namespace
+
+void MatmulCuda(const MatmulArgs& args, void* stream, std::string_view op) {
+  if (args.m == 0 || args.n == 0) return;
+  thread_local ThreadHandles handles;
+  cublasHandle_t handle = handles.For(static_cast<cudaStream_t>(stream), op);
+  CublasCheck(
+      cublasSgemm(handle, args.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                  args.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, args.n, args.m, args.k, &args.alpha,
+                  args.b, LeadingDimB(args), args.a, LeadingDimA(args), &args.beta, args.c, args.n),
+      "cublasSgemm", op);
+}
+
+}  // namespace ember::ops::internal

@@ -1,0 +1,224 @@
+// Every dense op's CUDA kernel against its CPU kernel on the same random
+// inputs, on every engine type; the random fills bit for bit. Skips on a
+// machine without a CUDA device. Tolerances: the kernels share their math
+// (or are cuBLAS and BLAS), so they differ by summation order and fused
+// multiply-adds only: 1e-5 relative plus a small absolute term scaled by
+// the number of terms summed, as in the CPU tests.
+
+#include <cstring>
+#include <vector>
+
+#include "ops/elementwise.h"
+#include "ops/interaction.h"
+#include "ops/loss.h"
+#include "ops/matmul.h"
+#include "ops/optimizer.h"
+#include "tests/ops/dense_test_util.h"
+
+namespace ember::ops::testing {
+namespace {
+
+constexpr engine::Context kGpu = engine::Context::GPU(0);
+
+// One tensor's twins: the same values on the CPU and on the GPU.
+struct Twins {
+  Tensor cpu;
+  Tensor gpu;
+};
+
+class DenseCudaTest : public DenseOpTest {
+ protected:
+  void SetUp() override {
+    if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+    DenseOpTest::SetUp();
+  }
+
+  Twins RandomTwins(std::vector<int64_t> shape, float lo = -1.0f, float hi = 1.0f) {
+    std::vector<float> values;
+    Tensor cpu = Random(shape, &values, lo, hi);
+    return {std::move(cpu), F32(values, std::move(shape), kGpu)};
+  }
+  Twins ValueTwins(const std::vector<float>& values, std::vector<int64_t> shape) {
+    return {F32(values, shape), F32(values, shape, kGpu)};
+  }
+  Twins EmptyTwins(std::vector<int64_t> shape) { return {Empty(shape), Empty(shape, kGpu)}; }
+
+  // Expects the GPU twin to match the CPU twin.
+  static void ExpectMatch(const Twins& t, double rtol, double atol, const std::string& what) {
+    const std::vector<double> expected = ToHost<double>(t.cpu);
+    ExpectClose(ToHost<float>(t.gpu), expected, rtol, atol, what);
+  }
+};
+
+TEST_P(DenseCudaTest, Matmul) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "ta=" << ta << " tb=" << tb);
+      const int m = 65, n = 33, k = 300;
+      Twins a = RandomTwins(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k});
+      Twins b = RandomTwins(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
+      Twins c = RandomTwins({m, n});
+      Matmul(a.cpu, b.cpu, c.cpu, ta, tb, 1.5f, 0.5f);
+      Matmul(a.gpu, b.gpu, c.gpu, ta, tb, 1.5f, 0.5f);
+      ExpectMatch(c, 1e-5, 2e-6 * k, "c");
+    }
+  }
+  Twins empty_a = EmptyTwins({4, 0});
+  Twins empty_b = EmptyTwins({0, 3});
+  Twins c = RandomTwins({4, 3});
+  Matmul(empty_a.cpu, empty_b.cpu, c.cpu, false, false, 1.0f, 2.0f);
+  Matmul(empty_a.gpu, empty_b.gpu, c.gpu, false, false, 1.0f, 2.0f);
+  ExpectMatch(c, 0, 0, "K == 0");
+}
+
+// Split-K shapes (small C, long K) are the ones that use cuBLAS's
+// workspace; many of them in flight on the engine's streams must not share
+// scratch memory.
+TEST_P(DenseCudaTest, ConcurrentMatmulsOnManyStreams) {
+  const int kOps = 12, m = 32, n = 32, k = 8192;
+  std::vector<Twins> as, bs, cs;
+  for (int i = 0; i < kOps; ++i) {
+    as.push_back(RandomTwins({m, k}));
+    bs.push_back(RandomTwins({k, n}));
+    cs.push_back(EmptyTwins({m, n}));
+  }
+  for (int i = 0; i < kOps; ++i) Matmul(as[i].gpu, bs[i].gpu, cs[i].gpu);
+  for (int i = 0; i < kOps; ++i) Matmul(as[i].cpu, bs[i].cpu, cs[i].cpu);
+  for (int i = 0; i < kOps; ++i) ExpectMatch(cs[i], 1e-5, 2e-6 * k, "c " + std::to_string(i));
+}
+
+TEST_P(DenseCudaTest, BiasAndRelu) {
+  Twins y = RandomTwins({3001, 70});
+  Twins bias = RandomTwins({70});
+  Twins db = EmptyTwins({70});
+  Twins dx = EmptyTwins({3001, 70});
+  Twins dy = RandomTwins({3001, 70});
+  for (bool gpu : {false, true}) {
+    auto pick = [gpu](Twins& t) -> Tensor& { return gpu ? t.gpu : t.cpu; };
+    AddBias(pick(y), pick(bias));
+    Relu(pick(y), pick(y));
+    ReluGrad(pick(dy), pick(y), pick(dx));
+    BiasGrad(pick(dx), pick(db));
+  }
+  ExpectMatch(y, 1e-6, 1e-7, "relu(y + bias)");
+  ExpectMatch(dx, 0, 0, "relu grad");
+  ExpectMatch(db, 1e-6, 1e-7, "bias grad");
+}
+
+TEST_P(DenseCudaTest, BasicElementwise) {
+  Twins a = RandomTwins({1 << 16});
+  Twins b = RandomTwins({1 << 16});
+  Twins out = EmptyTwins({1 << 16});
+  Twins copy = EmptyTwins({256, 256});
+  for (bool gpu : {false, true}) {
+    auto pick = [gpu](Twins& t) -> Tensor& { return gpu ? t.gpu : t.cpu; };
+    Fill(pick(out), 0.25f);
+    Axpy(-1.5f, pick(a), pick(out));
+    Mul(pick(out), pick(b), pick(out));
+    Add(pick(a), pick(out), pick(out));
+    Scale(pick(out), 3.0f);
+    Copy(pick(out), pick(copy));
+  }
+  ExpectMatch(out, 1e-5, 1e-6, "fill, axpy, mul, add, scale");
+  ExpectMatch(copy, 1e-5, 1e-6, "copy");
+}
+
+TEST_P(DenseCudaTest, RandomFillsAreBitIdentical) {
+  const int64_t n = (1 << 20) + 3;
+  for (uint64_t seed : {0ull, 1ull, 0x9e3779b97f4a7c15ull}) {
+    Twins uniform = EmptyTwins({n});
+    Twins normal = EmptyTwins({n});
+    RandomUniform(uniform.cpu, seed, -0.5f, 2.0f);
+    RandomUniform(uniform.gpu, seed, -0.5f, 2.0f);
+    RandomNormal(normal.cpu, seed, 0.5f, 3.0f);
+    RandomNormal(normal.gpu, seed, 0.5f, 3.0f);
+    for (Twins* t : {&uniform, &normal}) {
+      const std::vector<float> cpu = ToHost<float>(t->cpu);
+      const std::vector<float> gpu = ToHost<float>(t->gpu);
+      int64_t differ = 0;
+      for (int64_t i = 0; i < n; ++i) differ += std::memcmp(&cpu[i], &gpu[i], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0) << (t == &uniform ? "uniform" : "normal") << ", seed " << seed;
+    }
+  }
+}
+
+TEST_P(DenseCudaTest, DotInteraction) {
+  for (auto [batch, f, d] : {std::tuple{64, 27, 128}, std::tuple{3, 5, 7}, std::tuple{2, 40, 33}}) {
+    SCOPED_TRACE(::testing::Message() << "B=" << batch << " F=" << f << " D=" << d);
+    const int pairs = f * (f - 1) / 2;
+    Twins input = RandomTwins({batch, f, d});
+    Twins output = EmptyTwins({batch, pairs});
+    Twins grad_output = RandomTwins({batch, pairs});
+    Twins grad_input = EmptyTwins({batch, f, d});
+    DotInteraction(input.cpu, output.cpu);
+    DotInteraction(input.gpu, output.gpu);
+    DotInteractionBackward(input.cpu, grad_output.cpu, grad_input.cpu);
+    DotInteractionBackward(input.gpu, grad_output.gpu, grad_input.gpu);
+    ExpectMatch(output, 1e-5, 1e-6 * d, "output");
+    ExpectMatch(grad_input, 1e-5, 1e-6 * f, "grad_input");
+  }
+}
+
+TEST_P(DenseCudaTest, SigmoidBinaryCrossEntropy) {
+  const int64_t n = 100003;
+  Twins logits = RandomTwins({n, 1}, -12.0f, 12.0f);
+  std::vector<float> labels(n);
+  for (float& label : labels) label = static_cast<float>(rng_() & 1);
+  Twins y = ValueTwins(labels, {n, 1});
+  Twins loss = EmptyTwins({1});
+  Twins grad = EmptyTwins({n, 1});
+  Twins probs = EmptyTwins({n, 1});
+  SigmoidBinaryCrossEntropy(logits.cpu, y.cpu, loss.cpu, grad.cpu);
+  SigmoidBinaryCrossEntropy(logits.gpu, y.gpu, loss.gpu, grad.gpu);
+  Sigmoid(logits.cpu, probs.cpu);
+  Sigmoid(logits.gpu, probs.gpu);
+  ExpectMatch(loss, 1e-5, 1e-7, "loss");
+  ExpectMatch(grad, 1e-5, 1e-7 / n, "grad_logits");
+  ExpectMatch(probs, 1e-5, 1e-12, "probs");
+}
+
+TEST_P(DenseCudaTest, Optimizers) {
+  const int64_t n = 50000;
+  Twins sgd = RandomTwins({n});
+  Twins buffer = ValueTwins(std::vector<float>(n, 0.0f), {n});
+  Twins adagrad = RandomTwins({n});
+  Twins sum_sq = ValueTwins(std::vector<float>(n, 0.0f), {n});
+  Twins adam = RandomTwins({n});
+  Twins m = ValueTwins(std::vector<float>(n, 0.0f), {n});
+  Twins v = ValueTwins(std::vector<float>(n, 0.0f), {n});
+  for (int64_t step = 1; step <= 4; ++step) {
+    Twins grad = RandomTwins({n});
+    for (bool gpu : {false, true}) {
+      auto pick = [gpu](Twins& t) -> Tensor& { return gpu ? t.gpu : t.cpu; };
+      SgdUpdate(pick(sgd), pick(grad),
+                {.learning_rate = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f}, &pick(buffer));
+      AdagradUpdate(pick(adagrad), pick(sum_sq), pick(grad), {.weight_decay = 0.01f});
+      AdamUpdate(pick(adam), pick(m), pick(v), pick(grad), step, {.weight_decay = 0.1f});
+    }
+  }
+  for (Twins* t : {&sgd, &buffer, &adagrad, &sum_sq, &adam, &m, &v}) {
+    ExpectMatch(*t, 1e-5, 1e-6, "optimizer state");
+  }
+}
+
+TEST_P(DenseCudaTest, RejectsTensorsOnTwoContexts) {
+  Twins a = EmptyTwins({2, 2});
+  Twins b = EmptyTwins({2, 2});
+  Twins c = EmptyTwins({2, 2});
+  ExpectInvalid([&] { Matmul(a.cpu, b.gpu, c.gpu); }, "[Matmul] the tensors are on cpu and gpu(0)");
+  ExpectInvalid([&] { AddBias(c.gpu, Empty({2})); }, "[AddBias] the tensors are on cpu and gpu(0)");
+  ExpectInvalid([&] { Copy(a.cpu, c.gpu); }, "[Copy] the tensors are on cpu and gpu(0)");
+  Twins x = EmptyTwins({2, 3, 4});
+  Twins out = EmptyTwins({2, 3});
+  ExpectInvalid([&] { DotInteraction(x.gpu, out.cpu); },
+                "[DotInteraction] the tensors are on gpu(0) and cpu");
+  Twins g = EmptyTwins({4});
+  Twins p = EmptyTwins({4});
+  ExpectInvalid([&] { SgdUpdate(p.gpu, g.cpu, {}); },
+                "[SgdUpdate] the tensors are on gpu(0) and cpu");
+}
+
+INSTANTIATE_TEST_SUITE_P(Dense, DenseCudaTest, ::testing::ValuesIn(EngineNames()), EngineParamName);
+
+}  // namespace
+}  // namespace ember::ops::testing

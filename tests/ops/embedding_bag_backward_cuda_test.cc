@@ -1,0 +1,356 @@
+// The TBE backward's CUDA kernel against its CPU twin (the reference of
+// embedding_bag_backward_test.cc), on every engine type; skipped without a
+// GPU.
+//
+// Tolerances. Gradients and per-sample weights here are small dyadic
+// numbers (k / 256, k / 4), so that with sum pooling every partial sum is
+// exact in f32 and the GPU's f32 sums equal the CPU's f64 sums: the
+// weights then differ only by f32 rounding in the optimizer (nvcc fuses
+// multiply-adds the CPU rounds twice): rtol 1e-5, atol 1e-6 after each
+// step. Mean pooling scales by 1 / |bag|, which is not exact, so the sums
+// differ by f32 rounding (there the gradients are uniform floats): atol
+// 1e-5 (SGD moves a weight by lr * g, g summed over up to ~100 bags). f16/bf16 weights: two ulps of
+// the storage type (a sum next to a rounding tie may round either way).
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "engine/error.h"
+#include "ops/elementwise.h"
+#include "ops/embedding_bag.h"
+#include "tests/ops/embedding_bag_backward_test_util.h"
+#include "tests/ops/op_test_util.h"
+
+namespace ember::ops::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+const engine::Context kGpu = engine::Context::GPU(0);
+const engine::Context kCpu = engine::Context::CPU();
+
+// Uniform multiples of 1/256 in [-1, 1]: sums of their multiples by k/4
+// are exact in f32.
+std::vector<float> DyadicGrads(std::mt19937_64& rng, std::size_t n) {
+  std::uniform_int_distribution<int> k(-256, 256);
+  std::vector<float> values(n);
+  for (float& v : values) v = static_cast<float>(k(rng)) / 256.0f;
+  return values;
+}
+
+void MakeWeightsDyadic(HostBatch& batch, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> k(2, 6);
+  for (float& w : batch.per_sample_weights) w = static_cast<float>(k(rng)) / 4.0f;
+}
+
+// A batch whose first rows are Zipf-hot: row r of every table is drawn with
+// probability ~ 1 / (r + 1), so rows 0..2 take a large share and span many
+// of the GPU's chunks.
+HostBatch ZipfBatch(std::mt19937_64& rng, const TbeTables& tables, int64_t batch_size,
+                    int max_pooling) {
+  HostBatch batch = RandomBatch(rng, tables, batch_size, max_pooling, /*weighted=*/true, 0.0);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int t = 0, i = 0; t < tables.num_tables(); ++t) {
+    const int64_t end = batch.offsets[(t + 1) * batch_size];
+    for (; i < end; ++i) {
+      const double rows = static_cast<double>(tables.rows(t));
+      batch.indices[i] = std::min<int64_t>(tables.rows(t) - 1,
+                                           static_cast<int64_t>(std::pow(rows + 1, u(rng)) - 1));
+    }
+  }
+  MakeWeightsDyadic(batch, rng);
+  return batch;
+}
+
+// The state after `steps` steps (one batch each) on `ctx`, as host vectors.
+struct Result {
+  std::vector<float> weights{};
+  std::vector<float> accumulator{};
+  std::vector<float> m{};
+  std::vector<float> v{};
+};
+
+struct Steps {
+  const TbeTables* tables;
+  Optimizer optimizer = Optimizer::kSgd;
+  DType weight_dtype = DType::kF32;
+  DType index_dtype = DType::kI64;
+  TbeOptions options;
+  std::vector<float> initial{};
+  std::vector<HostBatch> batches{};
+  std::vector<std::vector<float>> grads{};
+};
+
+Result RunOn(engine::Engine& engine, const Steps& run, engine::Context ctx) {
+  const TbeTables& tables = *run.tables;
+  TbeState state(engine, tables, run.optimizer, run.initial, run.weight_dtype, ctx);
+  for (std::size_t s = 0; s < run.batches.size(); ++s) {
+    const BatchTensors batch(engine, run.batches[s], ctx, run.index_dtype);
+    const Tensor grad_output = FromHost(
+        engine, run.grads[s], {run.batches[s].batch_size, tables.total_dim()}, ctx, DType::kF32);
+    PushStep(run.optimizer, tables, state, batch.view(), grad_output, static_cast<int64_t>(s) + 1,
+             run.options);
+  }
+  Result result{.weights = ToHost<float>(state.weights)};
+  if (state.accumulator) result.accumulator = ToHost<float>(state.accumulator);
+  if (state.m) result.m = ToHost<float>(state.m), result.v = ToHost<float>(state.v);
+  return result;
+}
+
+std::vector<double> Widen(const std::vector<float>& values) {
+  return {values.begin(), values.end()};
+}
+
+void ExpectResultsClose(const Result& gpu, const Result& cpu, double rtol, double atol,
+                        const std::string& what) {
+  ExpectClose(gpu.weights, Widen(cpu.weights), rtol, atol, what + " weights");
+  ExpectClose(gpu.accumulator, Widen(cpu.accumulator), 1e-5, 1e-6, what + " accumulator");
+  ExpectClose(gpu.m, Widen(cpu.m), 1e-5, 1e-6, what + " m");
+  ExpectClose(gpu.v, Widen(cpu.v), 1e-5, 1e-6, what + " v");
+}
+
+class EmbeddingBagBackwardCudaTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  }
+
+  // `steps` random batches (hot rows repeated) for `tables`.
+  Steps RandomRun(const TbeTables& tables, Optimizer optimizer, int steps, Pooling pooling,
+                  bool weighted, int64_t batch_size = 96, int max_pooling = 24) {
+    Steps run{.tables = &tables, .optimizer = optimizer, .options = {.pooling = pooling}};
+    run.initial = RandomFloats(rng_, tables.total_elements(), -0.5f, 0.5f);
+    for (int s = 0; s < steps; ++s) {
+      run.batches.push_back(RandomBatch(rng_, tables, batch_size, max_pooling, weighted));
+      MakeWeightsDyadic(run.batches.back(), rng_);
+      // Mean pooling's sums are inexact anyway; dyadic values there would
+      // make exact cancellations (g = 0 on the CPU, an f32 residue on the
+      // GPU) that Adam's g / (|g| + eps) blows up.
+      const std::size_t n = batch_size * tables.total_dim();
+      run.grads.push_back(pooling == Pooling::kSum ? DyadicGrads(rng_, n)
+                                                   : RandomFloats(rng_, n, -1.0f, 1.0f));
+    }
+    return run;
+  }
+
+  std::mt19937_64 rng_{7771};
+};
+
+// Shapes that take each register layout: float4 rows (dims % 4 == 0) of up
+// to 128, 256 and 1024 columns, and scalar rows (a dim % 4 != 0) of up to
+// 512.
+std::vector<TbeTables> Shapes() {
+  return {TbeTables({300, 40, 9}, {128, 64, 32}), TbeTables({50, 200}, {256, 8}),
+          TbeTables({60}, {1000}), TbeTables({100, 30, 70}, {5, 130, 300})};
+}
+
+TEST_P(EmbeddingBagBackwardCudaTest, MatchesCpuForEveryOptimizer) {
+  auto engine = MakeEngine(GetParam());
+  for (const TbeTables& tables : Shapes()) {
+    for (Optimizer optimizer : {Optimizer::kSgd, Optimizer::kRowwiseAdagrad, Optimizer::kAdam}) {
+      for (Pooling pooling : {Pooling::kSum, Pooling::kMean}) {
+        const std::string what = OptimizerName(optimizer) + " dims " +
+                                 std::to_string(tables.dim(0)) +
+                                 (pooling == Pooling::kMean ? " mean" : " sum");
+        Steps run = RandomRun(tables, optimizer, 2, pooling, pooling == Pooling::kSum);
+        run.index_dtype = pooling == Pooling::kSum ? DType::kI64 : DType::kI32;
+        const double atol = pooling == Pooling::kSum ? 1e-6 : 1e-5;
+        ExpectResultsClose(RunOn(*engine, run, kGpu), RunOn(*engine, run, kCpu), 1e-5, atol, what);
+      }
+    }
+  }
+}
+
+TEST_P(EmbeddingBagBackwardCudaTest, HalfWeightsMatchCpu) {
+  auto engine = MakeEngine(GetParam());
+  const TbeTables tables({300, 40}, {128, 12});
+  for (DType weight_dtype : {DType::kF16, DType::kBF16}) {
+    for (Optimizer optimizer : {Optimizer::kSgd, Optimizer::kRowwiseAdagrad, Optimizer::kAdam}) {
+      Steps run = RandomRun(tables, optimizer, 2, Pooling::kSum, true);
+      run.weight_dtype = weight_dtype;
+      const double rtol = weight_dtype == DType::kF16 ? 2e-3 : 1.6e-2;
+      ExpectResultsClose(RunOn(*engine, run, kGpu), RunOn(*engine, run, kCpu), rtol, 1e-4,
+                         OptimizerName(optimizer) + " " + std::string(ToString(weight_dtype)));
+    }
+  }
+}
+
+// Zipf-hot rows: a few rows take a large share of a batch of ~80k indices,
+// so their sums span hundreds of the GPU's chunks.
+Steps ZipfRun(std::mt19937_64& rng, const TbeTables& tables, Optimizer optimizer,
+              bool deterministic) {
+  Steps run{.tables = &tables, .optimizer = optimizer, .options = {.deterministic = deterministic}};
+  run.initial = RandomFloats(rng, tables.total_elements(), -0.5f, 0.5f);
+  run.batches.push_back(ZipfBatch(rng, tables, 2048, 40));
+  run.grads.push_back(DyadicGrads(rng, 2048 * tables.total_dim()));
+  return run;
+}
+
+TEST_P(EmbeddingBagBackwardCudaTest, DeterministicIsBitIdenticalAcrossRuns) {
+  auto engine = MakeEngine(GetParam());
+  const TbeTables tables({5000, 64}, {128, 20});
+  for (Optimizer optimizer : {Optimizer::kSgd, Optimizer::kRowwiseAdagrad, Optimizer::kAdam}) {
+    Steps run = ZipfRun(rng_, tables, optimizer, /*deterministic=*/true);
+    // Mean pooling: inexact sums, whose rounding depends on the order.
+    run.options.pooling = Pooling::kMean;
+    const Result first = RunOn(*engine, run, kGpu);
+    const Result second = RunOn(*engine, run, kGpu);
+    EXPECT_EQ(first.weights, second.weights) << OptimizerName(optimizer);
+    EXPECT_EQ(first.accumulator, second.accumulator) << OptimizerName(optimizer);
+    EXPECT_EQ(first.m, second.m) << OptimizerName(optimizer);
+    EXPECT_EQ(first.v, second.v) << OptimizerName(optimizer);
+  }
+}
+
+TEST_P(EmbeddingBagBackwardCudaTest, NonDeterministicIsCloseToCpuOnHotRows) {
+  auto engine = MakeEngine(GetParam());
+  const TbeTables tables({5000, 64}, {128, 20});
+  for (Optimizer optimizer : {Optimizer::kSgd, Optimizer::kRowwiseAdagrad, Optimizer::kAdam}) {
+    const Steps run = ZipfRun(rng_, tables, optimizer, /*deterministic=*/false);
+    ExpectResultsClose(RunOn(*engine, run, kGpu), RunOn(*engine, run, kCpu), 1e-5, 1e-6,
+                       OptimizerName(optimizer));
+  }
+}
+
+// Without options.validate, bad entries are skipped: the result is the
+// CPU's on the batch without them (sum pooling, where dropping an entry
+// changes nothing else).
+TEST_P(EmbeddingBagBackwardCudaTest, SkipsBadIndicesWithoutValidation) {
+  auto engine = MakeEngine(GetParam());
+  const TbeTables tables({100, 30}, {16, 8});
+  Steps run = RandomRun(tables, Optimizer::kAdam, 1, Pooling::kSum, false, 32, 8);
+  run.options.validate = false;
+  Steps clean = run;
+  HostBatch& bad = run.batches[0];
+  std::uniform_int_distribution<std::size_t> pick(0, bad.indices.size() - 1);
+  for (int i = 0; i < 10; ++i) bad.indices[pick(rng_)] = i % 2 == 0 ? 1000 : -3;
+  HostBatch& kept = clean.batches[0];
+  kept.indices.clear();
+  kept.offsets = {0};
+  for (std::size_t g = 0; g + 1 < bad.offsets.size(); ++g) {
+    for (int64_t i = bad.offsets[g]; i < bad.offsets[g + 1]; ++i) {
+      const int64_t rows = tables.rows(static_cast<int>(g / bad.batch_size));
+      if (bad.indices[i] >= 0 && bad.indices[i] < rows) kept.indices.push_back(bad.indices[i]);
+    }
+    kept.offsets.push_back(static_cast<int64_t>(kept.indices.size()));
+  }
+  ExpectResultsClose(RunOn(*engine, run, kGpu), RunOn(*engine, clean, kCpu), 1e-5, 1e-6,
+                     "bad entries skipped");
+}
+
+TEST_P(EmbeddingBagBackwardCudaTest, ValidationNamesTableBagAndValue) {
+  auto engine = MakeEngine(GetParam());
+  const TbeTables tables({100, 30}, {16, 8});
+  Steps run = RandomRun(tables, Optimizer::kSgd, 1, Pooling::kSum, false, 32, 8);
+  HostBatch& batch = run.batches[0];
+  const int64_t position = batch.offsets[32 + 5];  // table 1, bag 5
+  batch.indices.insert(batch.indices.begin() + position, 31);
+  for (std::size_t g = 32 + 6; g < batch.offsets.size(); ++g) ++batch.offsets[g];
+  std::string message;
+  try {
+    RunOn(*engine, run, kGpu);
+  } catch (const InvalidArgument& e) {
+    message = e.what();
+  }
+  EXPECT_THAT(message, HasSubstr("[EmbeddingBagBackwardSgd] table 1, bag 5: index 31 is out of "
+                                 "range [0, 30)"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, EmbeddingBagBackwardCudaTest, ::testing::ValuesIn(EngineNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+// Timing at DLRM shapes (dim 128, Zipf indices); run with
+// --gtest_also_run_disabled_tests. Prints the mean time of a step and, as a
+// yardstick for a dense-gradient implementation (PyTorch's nn.EmbeddingBag
+// with a dense optimizer step), the time of zeroing a full-size gradient
+// and one axpy into the weights: work such an implementation does on top
+// of the same sort and gather.
+TEST(EmbeddingBagBackwardCudaBenchmark, DISABLED_DlrmShapes) {
+  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+  struct Shape {
+    int tables;
+    int64_t rows;
+    int64_t batch;
+    int pooling;
+  };
+  auto engine = MakeEngine("ThreadedEnginePerDeviceAsync");
+  std::mt19937_64 rng(99);
+  for (const Shape& shape : {Shape{8, 1000000, 16384, 20}, Shape{16, 1000000, 32768, 40},
+                             Shape{32, 500000, 65536, 80}}) {
+    const TbeTables tables(std::vector<int64_t>(shape.tables, shape.rows),
+                           std::vector<int64_t>(shape.tables, 128));
+    HostBatch host;
+    host.batch_size = shape.batch;
+    host.offsets.reserve(shape.tables * shape.batch + 1);
+    host.offsets.push_back(0);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    for (int64_t g = 0; g < shape.tables * shape.batch; ++g) {
+      for (int i = 0; i < shape.pooling; ++i) {
+        host.indices.push_back(std::min<int64_t>(
+            shape.rows - 1, static_cast<int64_t>(std::pow(shape.rows + 1.0, u(rng)) - 1)));
+      }
+      host.offsets.push_back(static_cast<int64_t>(host.indices.size()));
+    }
+    const BatchTensors batch(*engine, host, kGpu, DType::kI64);
+    Tensor grad = Tensor::Empty(*engine, {shape.batch, tables.total_dim()}, DType::kF32, kGpu);
+    Fill(grad, 0.001f);
+    for (Optimizer optimizer : {Optimizer::kSgd, Optimizer::kRowwiseAdagrad, Optimizer::kAdam}) {
+      TbeState state;
+      state.weights = Tensor::Empty(*engine, {tables.total_elements()}, DType::kF32, kGpu);
+      Fill(state.weights, 0.01f);
+      if (optimizer == Optimizer::kRowwiseAdagrad) {
+        state.accumulator = Tensor::Empty(*engine, {tables.total_rows()}, DType::kF32, kGpu);
+        Fill(state.accumulator, 0.0f);
+      }
+      if (optimizer == Optimizer::kAdam) {
+        state.m = Tensor::Empty(*engine, {tables.total_elements()}, DType::kF32, kGpu);
+        state.v = Tensor::Empty(*engine, {tables.total_elements()}, DType::kF32, kGpu);
+        Fill(state.m, 0.0f);
+        Fill(state.v, 0.0f);
+      }
+      const TbeOptions options{.validate = false};
+      auto time_steps = [&](int steps) {
+        state.weights.WaitToRead();
+        const auto start = std::chrono::steady_clock::now();
+        for (int s = 1; s <= steps; ++s) {
+          PushStep(optimizer, tables, state, batch.view(), grad, s, options);
+        }
+        state.weights.WaitToRead();
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                   .count() /
+               steps;
+      };
+      time_steps(2);  // warm-up: the device pool, module loading
+      std::printf("[ TIMING ] T=%d rows=%ld B=%ld L=%d N=%zu %s: %.3f ms/step\n", shape.tables,
+                  shape.rows, shape.batch, shape.pooling, host.indices.size(),
+                  OptimizerName(optimizer).c_str(), time_steps(5));
+    }
+    Tensor dense = Tensor::Empty(*engine, {tables.total_elements()}, DType::kF32, kGpu);
+    Tensor weights = Tensor::Empty(*engine, {tables.total_elements()}, DType::kF32, kGpu);
+    Fill(weights, 0.01f);
+    Fill(dense, 0.0f);
+    weights.WaitToRead();
+    const auto start = std::chrono::steady_clock::now();
+    for (int s = 0; s < 5; ++s) {
+      Fill(dense, 0.0f);
+      Axpy(-0.01f, dense, weights);
+    }
+    weights.WaitToRead();
+    std::printf("[ TIMING ] T=%d rows=%ld: dense zero + axpy %.3f ms\n", shape.tables, shape.rows,
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                        .count() /
+                    5);
+  }
+}
+
+}  // namespace
+}  // namespace ember::ops::testing
