@@ -61,7 +61,7 @@ void Binary(std::string_view op, ElementwiseOp kind, const Tensor& a, const Tens
 }  // namespace
 
 void AddBias(Tensor& y, const Tensor& bias) {
-  constexpr std::string_view kOp = "AddBias";
+  static constexpr std::string_view kOp = "AddBias";
   CheckF32Rank(kOp, "y", y, 2);
   CheckF32(kOp, "bias", bias);
   CheckShape(kOp, "bias", bias, {y.shape()[1]});
@@ -75,7 +75,7 @@ void AddBias(Tensor& y, const Tensor& bias) {
 }
 
 void BiasGrad(const Tensor& dy, Tensor& db) {
-  constexpr std::string_view kOp = "BiasGrad";
+  static constexpr std::string_view kOp = "BiasGrad";
   CheckF32Rank(kOp, "dy", dy, 2);
   CheckF32(kOp, "db", db);
   CheckShape(kOp, "db", db, {dy.shape()[1]});
@@ -89,7 +89,7 @@ void BiasGrad(const Tensor& dy, Tensor& db) {
 }
 
 void Relu(const Tensor& x, Tensor& y) {
-  constexpr std::string_view kOp = "Relu";
+  static constexpr std::string_view kOp = "Relu";
   CheckF32(kOp, "x", x);
   CheckF32(kOp, "y", y);
   CheckShape(kOp, "y", y, x.shape());
@@ -98,7 +98,7 @@ void Relu(const Tensor& x, Tensor& y) {
 }
 
 void ReluGrad(const Tensor& dy, const Tensor& y, Tensor& dx) {
-  constexpr std::string_view kOp = "ReluGrad";
+  static constexpr std::string_view kOp = "ReluGrad";
   CheckF32(kOp, "dy", dy);
   CheckF32(kOp, "y", y);
   CheckF32(kOp, "dx", dx);
@@ -119,7 +119,7 @@ void Fill(Tensor& x, float value) {
 }
 
 void RandomUniform(Tensor& x, uint64_t seed, float lo, float hi) {
-  constexpr std::string_view kOp = "RandomUniform";
+  static constexpr std::string_view kOp = "RandomUniform";
   CheckF32(kOp, "x", x);
   CheckFinite(kOp, "lo", lo);
   CheckFinite(kOp, "hi", hi);
@@ -134,7 +134,7 @@ void RandomUniform(Tensor& x, uint64_t seed, float lo, float hi) {
 }
 
 void RandomNormal(Tensor& x, uint64_t seed, float mean, float stddev) {
-  constexpr std::string_view kOp = "RandomNormal";
+  static constexpr std::string_view kOp = "RandomNormal";
   CheckF32(kOp, "x", x);
   CheckFinite(kOp, "mean", mean);
   CheckFinite(kOp, "stddev", stddev);
@@ -159,7 +159,7 @@ void Scale(Tensor& x, float alpha) {
 }
 
 void Axpy(float alpha, const Tensor& x, Tensor& y) {
-  constexpr std::string_view kOp = "Axpy";
+  static constexpr std::string_view kOp = "Axpy";
   CheckF32(kOp, "x", x);
   CheckF32(kOp, "y", y);
   CheckShape(kOp, "x", x, y.shape());
@@ -181,7 +181,7 @@ void Mul(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void Copy(const Tensor& src, Tensor& dst) {
-  constexpr std::string_view kOp = "Copy";
+  static constexpr std::string_view kOp = "Copy";
   CheckF32(kOp, "src", src);
   CheckF32(kOp, "dst", dst);
   internal::CheckNumel(kOp, "dst", dst, src.numel());

@@ -250,7 +250,7 @@ void PushBackward(std::string_view op, engine::Context ctx, const TbeTables& tab
 
 void EmbeddingBagForward(const TbeTables& tables, const Tensor& weights, const TbeBatch& batch,
                          Tensor& out, const TbeOptions& options) {
-  constexpr std::string_view kOp = "EmbeddingBagForward";
+  static constexpr std::string_view kOp = "EmbeddingBagForward";
   TbeArgs args;
   CheckWeights(kOp, tables, weights, args);
   CheckBatch(kOp, tables, batch, args);
@@ -269,7 +269,7 @@ void EmbeddingBagForward(const TbeTables& tables, const Tensor& weights, const T
 void EmbeddingBagBackwardSgd(const TbeTables& tables, Tensor& weights, const TbeBatch& batch,
                              const Tensor& grad_output, const SgdOptions& sgd,
                              const TbeOptions& options) {
-  constexpr std::string_view kOp = "EmbeddingBagBackwardSgd";
+  static constexpr std::string_view kOp = "EmbeddingBagBackwardSgd";
   TbeArgs args = CheckBackward(kOp, tables, weights, batch, grad_output, options);
   args.optimizer = internal::OptimizerKind::kSgd;
   args.learning_rate = sgd.learning_rate;
@@ -283,7 +283,7 @@ void EmbeddingBagBackwardRowwiseAdagrad(const TbeTables& tables, Tensor& weights
                                         const Tensor& grad_output,
                                         const RowwiseAdagradOptions& adagrad,
                                         const TbeOptions& options) {
-  constexpr std::string_view kOp = "EmbeddingBagBackwardRowwiseAdagrad";
+  static constexpr std::string_view kOp = "EmbeddingBagBackwardRowwiseAdagrad";
   TbeArgs args = CheckBackward(kOp, tables, weights, batch, grad_output, options);
   CheckDType(kOp, "accumulator", accumulator, DType::kF32);
   CheckShape(kOp, "accumulator", accumulator, {tables.total_rows()});
@@ -300,7 +300,7 @@ void EmbeddingBagBackwardRowwiseAdagrad(const TbeTables& tables, Tensor& weights
 void EmbeddingBagBackwardAdam(const TbeTables& tables, Tensor& weights, Tensor& m, Tensor& v,
                               const TbeBatch& batch, const Tensor& grad_output, int64_t step,
                               const AdamOptions& adam, const TbeOptions& options) {
-  constexpr std::string_view kOp = "EmbeddingBagBackwardAdam";
+  static constexpr std::string_view kOp = "EmbeddingBagBackwardAdam";
   TbeArgs args = CheckBackward(kOp, tables, weights, batch, grad_output, options);
   CheckDType(kOp, "m", m, DType::kF32);
   CheckShape(kOp, "m", m, {tables.total_elements()});

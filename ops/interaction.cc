@@ -24,7 +24,7 @@ InteractionArgs Dims(std::string_view op, const Tensor& input) {
 }  // namespace
 
 void DotInteraction(const Tensor& input, Tensor& output) {
-  constexpr std::string_view kOp = "DotInteraction";
+  static constexpr std::string_view kOp = "DotInteraction";
   InteractionArgs args = Dims(kOp, input);
   internal::CheckF32(kOp, "output", output);
   internal::CheckShape(kOp, "output", output, {args.batch, internal::NumPairs(args.features)});
@@ -41,7 +41,7 @@ void DotInteraction(const Tensor& input, Tensor& output) {
 }
 
 void DotInteractionBackward(const Tensor& input, const Tensor& grad_output, Tensor& grad_input) {
-  constexpr std::string_view kOp = "DotInteractionBackward";
+  static constexpr std::string_view kOp = "DotInteractionBackward";
   InteractionArgs args = Dims(kOp, input);
   internal::CheckF32(kOp, "grad_output", grad_output);
   internal::CheckF32(kOp, "grad_input", grad_input);

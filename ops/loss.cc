@@ -14,7 +14,7 @@ namespace ember::ops {
 
 void SigmoidBinaryCrossEntropy(const Tensor& logits, const Tensor& labels, Tensor& loss,
                                Tensor& grad_logits) {
-  constexpr std::string_view kOp = "SigmoidBinaryCrossEntropy";
+  static constexpr std::string_view kOp = "SigmoidBinaryCrossEntropy";
   internal::CheckF32(kOp, "logits", logits);
   internal::CheckF32(kOp, "labels", labels);
   internal::CheckF32(kOp, "loss", loss);
@@ -49,7 +49,7 @@ void SigmoidBinaryCrossEntropy(const Tensor& logits, const Tensor& labels, Tenso
 }
 
 void Sigmoid(const Tensor& logits, Tensor& probs) {
-  constexpr std::string_view kOp = "Sigmoid";
+  static constexpr std::string_view kOp = "Sigmoid";
   internal::CheckF32(kOp, "logits", logits);
   internal::CheckF32(kOp, "probs", probs);
   internal::CheckShape(kOp, "probs", probs, logits.shape());

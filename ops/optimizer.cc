@@ -75,7 +75,7 @@ void Push(std::string_view op, const Tensor& param, const Tensor& grad,
 
 void SgdUpdate(Tensor& param, const Tensor& grad, const DenseSgdOptions& options,
                Tensor* momentum_buffer) {
-  constexpr std::string_view kOp = "SgdUpdate";
+  static constexpr std::string_view kOp = "SgdUpdate";
   CheckNonNegative(kOp, "learning_rate", options.learning_rate);
   CheckRange(kOp, "momentum", options.momentum, 0.0f, 1.0f, true);
   CheckNonNegative(kOp, "weight_decay", options.weight_decay);
@@ -98,7 +98,7 @@ void SgdUpdate(Tensor& param, const Tensor& grad, const DenseSgdOptions& options
 
 void AdagradUpdate(Tensor& param, Tensor& sum_sq, const Tensor& grad,
                    const DenseAdagradOptions& options) {
-  constexpr std::string_view kOp = "AdagradUpdate";
+  static constexpr std::string_view kOp = "AdagradUpdate";
   CheckNonNegative(kOp, "learning_rate", options.learning_rate);
   CheckPositive(kOp, "eps", options.eps);
   CheckNonNegative(kOp, "weight_decay", options.weight_decay);
@@ -113,7 +113,7 @@ void AdagradUpdate(Tensor& param, Tensor& sum_sq, const Tensor& grad,
 
 void AdamUpdate(Tensor& param, Tensor& m, Tensor& v, const Tensor& grad, int64_t step,
                 const DenseAdamOptions& options) {
-  constexpr std::string_view kOp = "AdamUpdate";
+  static constexpr std::string_view kOp = "AdamUpdate";
   CheckNonNegative(kOp, "learning_rate", options.learning_rate);
   CheckRange(kOp, "beta1", options.beta1, 0.0f, 1.0f, true);
   CheckRange(kOp, "beta2", options.beta2, 0.0f, 1.0f, true);
