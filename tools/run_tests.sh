@@ -105,7 +105,10 @@ stage_tsan() {
   # die_after_fork=0: the fork test's child starts a fresh engine's threads,
   # which TSan refuses by default after a multithreaded fork; the child
   # touches nothing the parent's threads held.
-  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=200:die_after_fork=0$(suppressions tsan)${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+  # allocator_may_return_null=1: the storage tests ask for impossible sizes
+  # and expect OutOfMemory, as the plain allocator reports it (the
+  # sanitizers abort by default). The same for ASan below.
+  TSAN_OPTIONS="allocator_may_return_null=1:halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=200:die_after_fork=0$(suppressions tsan)${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
   # Sanitized tests run several times slower than the per-test deadline's
   # default assumes.
   export EMBER_TEST_DEADLINE_S=${EMBER_TEST_DEADLINE_S:-600}
@@ -127,7 +130,7 @@ stage_asan() {
   # CI matches (checked with a deliberate leak), so leak checking stays on.
   # Where it does not, LSan aborts with "LeakSanitizer has encountered a
   # fatal error": run with ASAN_OPTIONS=detect_leaks=0 there.
-  export ASAN_OPTIONS="detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+  export ASAN_OPTIONS="allocator_may_return_null=1:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
   LSAN_OPTIONS="${LSAN_OPTIONS:-}$(suppressions lsan)"
   LSAN_OPTIONS=${LSAN_OPTIONS#:}
   UBSAN_OPTIONS="print_stacktrace=1$(suppressions ubsan)${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
