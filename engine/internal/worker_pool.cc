@@ -39,7 +39,6 @@ WorkerPool::~WorkerPool() { Stop(); }
 // trip and a wake-up, and keeps a dependent chain on one warm core.
 void WorkerPool::Push(OprBlock* block, bool continuation) {
   if (continuation && options_.continuations && TakeAsContinuation(block)) return;
-  queued_.fetch_add(1, std::memory_order_relaxed);
   queue_->Push(block);
 }
 
@@ -53,9 +52,6 @@ bool WorkerPool::TakeAsContinuation(OprBlock* block) {
     const ThreadStream stream = LaneStream();
     if (stream.sync == nullptr) return false;
     block->stream = stream;
-    lent_.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    continued_.fetch_add(1, std::memory_order_relaxed);
   }
   thread.continuation = block;
   return true;
@@ -97,10 +93,6 @@ void WorkerPool::Stop() {
   queue_->Close(static_cast<int>(threads_.size()));
   for (auto& thread : threads_) thread.join();
   threads_.clear();
-  Log().debug(
-      "pool {}: {} ops queued, {} run as their worker's continuation, {} by a worker of "
-      "another pool on this pool's streams",
-      name_, queued_.load(), continued_.load(), lent_.load());
 }
 
 void WorkerPool::AbandonAfterFork() {

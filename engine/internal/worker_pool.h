@@ -36,7 +36,7 @@ struct WorkerPoolOptions {
   bool continuations = false;
   // GPU pools: the device, and what makes a worker's stream when it starts.
   int gpu_device = -1;
-  std::function<ThreadStream()> make_stream;
+  std::function<ThreadStream()> make_stream = {};
   // Lets GPU workers of other pools of the device run this pool's ops as
   // their continuations, on this pool's streams.
   bool lend_streams = false;
@@ -77,10 +77,6 @@ class WorkerPool {
   std::vector<ThreadStream> streams_;  // by worker; written before ready_ counts it
   std::atomic<int> ready_{0};
   std::atomic<uint32_t> turn_{0};
-  // How ops reached this pool's workers, for the debug log at Stop().
-  std::atomic<uint64_t> queued_{0};
-  std::atomic<uint64_t> continued_{0};
-  std::atomic<uint64_t> lent_{0};
   std::vector<std::thread> threads_;
 };
 

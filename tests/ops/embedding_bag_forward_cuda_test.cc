@@ -4,7 +4,6 @@
 // skipped without validation, and a bandwidth report at DLRM shapes. Skips
 // without a GPU.
 
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <iostream>
@@ -33,23 +32,10 @@ using ::testing::HasSubstr;
 constexpr double kRtol = 1e-5;
 constexpr double kAtol = 2e-5;
 
-struct Shape {
-  std::vector<int64_t> rows;
-  std::vector<int64_t> dims;
-  int64_t batch_size;
-  int max_bag;
-};
-
-// Scalar path (odd dims), vector path (multiples of 4), lane groups (dims
-// under 128), chunks (over 128), and bags over 32 entries.
-const std::vector<Shape>& Shapes() {
-  static const std::vector<Shape> shapes = {
-      {{7, 50, 33}, {3, 8, 130}, 9, 6},
-      {{1000}, {128}, 16, 12},
-      {{5, 9, 2, 40, 11}, {1, 4, 16, 64, 5}, 4, 3},
-      {{3, 20}, {260, 32}, 5, 10},
-      {{5000, 300, 64}, {128, 64, 36}, 40, 100},
-  };
+// The forward tests' shapes and one with bags over 32 entries.
+std::vector<TbeShape> Shapes() {
+  std::vector<TbeShape> shapes = TbeShapes();
+  shapes.push_back({{5000, 300, 64}, {128, 64, 36}, 40, 100});
   return shapes;
 }
 
@@ -85,7 +71,7 @@ class EmbeddingBagForwardCudaTest : public ::testing::TestWithParam<std::string>
 
 TEST_P(EmbeddingBagForwardCudaTest, MatchesCpuForward) {
   std::mt19937_64 rng(99);
-  for (const Shape& shape : Shapes()) {
+  for (const TbeShape& shape : Shapes()) {
     for (DType weight_dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
       for (bool weighted : {false, true}) {
         const TbeProblem p = RandomTbeProblem(rng, shape.rows, shape.dims, shape.batch_size,
@@ -216,92 +202,6 @@ TEST_P(EmbeddingBagForwardCudaTest, TensorsMustShareOneContext) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, EmbeddingBagForwardCudaTest, ::testing::ValuesIn(EngineNames()));
-
-// ---- Bandwidth report -----------------------------------------------------
-
-// Zipf-like indices (P(k) ~ 1/k, log-uniform), scattered over the table by
-// an odd multiplier (a bijection modulo the power-of-two row count).
-std::vector<int64_t> ZipfIndices(std::mt19937_64& rng, std::size_t n, int64_t rows) {
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  std::vector<int64_t> indices(n);
-  for (int64_t& index : indices) {
-    const auto k = static_cast<int64_t>(std::pow(static_cast<double>(rows), u(rng))) - 1;
-    index = (k * 2654435761LL) & (rows - 1);
-  }
-  return indices;
-}
-
-// Seconds per forward, from a timed run of `reps` after a warm-up.
-double TimeForward(const TbeTables& tables, TbeTensors& t, int64_t batch_size, int reps) {
-  EmbeddingBagForward(tables, t.weights, t.batch(batch_size), t.out, {.validate = false});
-  t.out.WaitToRead();
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) {
-    EmbeddingBagForward(tables, t.weights, t.batch(batch_size), t.out, {.validate = false});
-  }
-  t.out.WaitToRead();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps;
-}
-
-// Prints GB/s (rows read + indices + output written) for 128-dim f32 tables
-// of 2^20 rows, beside a device-to-device copy (read + write) as the
-// bandwidth the GPU reaches at best. A report: it asserts nothing on speed.
-TEST(EmbeddingBagForwardCudaPerf, ReportsBandwidthAtDlrmShapes) {
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
-  std::unique_ptr<engine::Engine> engine = MakeEngine("ThreadedEnginePerDeviceAsync");
-  constexpr int64_t kRows = int64_t{1} << 20;
-  constexpr int64_t kDim = 128;
-  const Context gpu = Context::GPU(0);
-
-  Tensor src = Tensor::Empty(*engine, {int64_t{1} << 28}, DType::kF32, gpu);  // 1 GiB
-  Tensor dst = Tensor::Empty(*engine, {int64_t{1} << 28}, DType::kF32, gpu);
-  src.CopyTo(dst);
-  dst.WaitToRead();
-  const auto copy_start = std::chrono::steady_clock::now();
-  for (int i = 0; i < 5; ++i) src.CopyTo(dst);
-  dst.WaitToRead();
-  const double copy_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count() / 5;
-  const double copy_gbs = 2.0 * static_cast<double>(src.bytes()) / copy_s / 1e9;
-  std::cout << "device-to-device copy: " << copy_gbs << " GB/s (read + write)\n";
-
-  struct Case {
-    int tables;
-    int64_t batch_size;
-    int pooling;
-    bool zipf;
-  };
-  std::mt19937_64 rng(1);
-  for (const Case& c : {Case{8, 16384, 20, false}, Case{8, 16384, 20, true},
-                        Case{16, 32768, 40, true}, Case{8, 65536, 80, false}}) {
-    const TbeTables tables(std::vector<int64_t>(c.tables, kRows),
-                           std::vector<int64_t>(c.tables, kDim));
-    const int64_t bags = c.tables * c.batch_size;
-    const auto n = static_cast<std::size_t>(bags * c.pooling);
-    std::vector<int64_t> indices;
-    if (c.zipf) {
-      indices = ZipfIndices(rng, n, kRows);
-    } else {
-      std::uniform_int_distribution<int64_t> row(0, kRows - 1);
-      indices.resize(n);
-      for (int64_t& index : indices) index = row(rng);
-    }
-    std::vector<int64_t> offsets(static_cast<std::size_t>(bags) + 1);
-    for (int64_t g = 0; g <= bags; ++g) offsets[g] = g * c.pooling;
-    TbeTensors t;
-    t.weights = Tensor::Empty(*engine, {tables.total_elements()}, DType::kF32, gpu);
-    t.indices = FromHost(*engine, indices, {static_cast<int64_t>(n)}, gpu, DType::kI64);
-    t.offsets = FromHost(*engine, offsets, {bags + 1}, gpu, DType::kI64);
-    t.out = Tensor::Empty(*engine, {c.batch_size, tables.total_dim()}, DType::kF32, gpu);
-    const double seconds = TimeForward(tables, t, c.batch_size, 10);
-    const double bytes =
-        static_cast<double>(n) * (kDim * 4 + 8) + static_cast<double>(bags) * (kDim * 4 + 8);
-    std::cout << "T=" << c.tables << " B=" << c.batch_size << " L=" << c.pooling << " dim=" << kDim
-              << (c.zipf ? " zipf" : " uniform") << ": " << seconds * 1e3 << " ms, "
-              << bytes / seconds / 1e9 << " GB/s, " << 100.0 * bytes / seconds / 1e9 / copy_gbs
-              << "% of the copy\n";
-  }
-}
 
 }  // namespace
 }  // namespace ember::ops::testing

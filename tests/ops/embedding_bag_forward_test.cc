@@ -31,25 +31,6 @@ using ::testing::HasSubstr;
 constexpr double kRtol = 1e-5;
 constexpr double kAtol = 2e-5;
 
-struct Shape {
-  std::vector<int64_t> rows;
-  std::vector<int64_t> dims;
-  int64_t batch_size;
-  int max_bag;
-};
-
-// Odd dims (1, 3, 5, 130) take the CUDA kernel's scalar path, multiples of
-// 4 the vector one; 130 and 260 are wider than one 128-column chunk.
-const std::vector<Shape>& Shapes() {
-  static const std::vector<Shape> shapes = {
-      {{7, 50, 33}, {3, 8, 130}, 9, 6},
-      {{1000}, {128}, 16, 12},
-      {{5, 9, 2, 40, 11}, {1, 4, 16, 64, 5}, 4, 3},
-      {{3, 20}, {260, 32}, 5, 10},
-  };
-  return shapes;
-}
-
 class EmbeddingBagForwardTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override { engine_ = MakeEngine(GetParam()); }
@@ -92,7 +73,7 @@ class EmbeddingBagForwardTest : public ::testing::TestWithParam<std::string> {
 
 TEST_P(EmbeddingBagForwardTest, MatchesDoubleReference) {
   std::mt19937_64 rng(2024);
-  for (const Shape& shape : Shapes()) {
+  for (const TbeShape& shape : TbeShapes()) {
     for (DType weight_dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
       for (bool weighted : {false, true}) {
         const TbeProblem p = RandomTbeProblem(rng, shape.rows, shape.dims, shape.batch_size,

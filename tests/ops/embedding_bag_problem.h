@@ -34,6 +34,27 @@ struct TbeProblem {
   [[nodiscard]] int num_tables() const { return static_cast<int>(rows.size()); }
 };
 
+// A batch shape of the forward tests.
+struct TbeShape {
+  std::vector<int64_t> rows;
+  std::vector<int64_t> dims;
+  int64_t batch_size;
+  int max_bag;
+};
+
+// Odd dims (1, 3, 5, 130) take the CUDA kernel's scalar path, multiples of
+// 4 the vector one, dims under 128 its lane groups; 130 and 260 are wider
+// than one 128-column chunk.
+inline const std::vector<TbeShape>& TbeShapes() {
+  static const std::vector<TbeShape> shapes = {
+      {{7, 50, 33}, {3, 8, 130}, 9, 6},
+      {{1000}, {128}, 16, 12},
+      {{5, 9, 2, 40, 11}, {1, 4, 16, 64, 5}, 4, 3},
+      {{3, 20}, {260, 32}, 5, 10},
+  };
+  return shapes;
+}
+
 // The value `v` becomes when stored as `dtype`.
 inline float RoundTo(DType dtype, float v) {
   switch (dtype) {

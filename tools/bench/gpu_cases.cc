@@ -65,13 +65,8 @@ double EngineChain(engine::Engine& engine, FnProperty second, int ops, int spin_
   for (int i = 0; i < ops; ++i) {
     PushKernel(engine, counter, spin_us, {}, {var}, i % 2 == 0 ? FnProperty::kNormal : second);
   }
-  const double pushed = SecondsSince(start);
   engine.WaitForAll();
   const double seconds = SecondsSince(start);
-  if (getenv("EMBER_BENCH_DEBUG") != nullptr) {
-    absl::FPrintF(stderr, "chain: pushed %d ops in %.3f ms, done in %.3f ms\n", ops, pushed * 1e3,
-                  seconds * 1e3);
-  }
   engine.DeleteVariable(var);
   engine.WaitForAll();
   return seconds;

@@ -9,8 +9,8 @@
 #include <iterator>
 #include <random>
 #include <set>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -322,7 +322,8 @@ TEST(GpuStreamsTest, OpsRunOnTheirPoolsStreamsWhoeverLaunchesThem) {
     }
     EXPECT_EQ(seen.size(), 200u);
     EXPECT_LE(copy.size(), 1u) << "one copy-in worker, one copy-in stream";
-    for (void* stream : copy) EXPECT_EQ(normal.count(stream), 0u) << "a copy ran on a normal stream";
+    for (void* stream : copy)
+      EXPECT_EQ(normal.count(stream), 0u) << "a copy ran on a normal stream";
   }
 }
 
