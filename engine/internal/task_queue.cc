@@ -17,6 +17,12 @@ class FifoQueue final : public TaskQueue {
     queue_.wait_dequeue(block);
     return block;
   }
+  OprBlock* TryPop() override {
+    OprBlock* block = nullptr;
+    if (!queue_.try_dequeue(block)) return nullptr;
+    if (block == nullptr) queue_.enqueue(nullptr);  // a Close marker: leave it for Pop
+    return block;
+  }
   // A null entry per consumer: each worker exits on the first it takes.
   void Close(int consumers) override {
     for (int i = 0; i < consumers; ++i) queue_.enqueue(nullptr);
@@ -56,6 +62,13 @@ class PriorityQueue final : public TaskQueue {
     }
     --closing_;
     return nullptr;
+  }
+  OprBlock* TryPop() override {
+    MutexLock lock(&mu_);
+    if (heap_.empty()) return nullptr;
+    OprBlock* block = heap_.top();
+    heap_.pop();
+    return block;
   }
   void Close(int consumers) override {
     MutexLock lock(&mu_);

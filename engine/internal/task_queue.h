@@ -25,6 +25,8 @@ class TaskQueue {
   // Blocks until an op is available; null once Close() has been called and
   // every consumer has been told (each Pop after Close returns null once).
   virtual OprBlock* Pop() = 0;
+  // An op if one is queued now, else null; never blocks.
+  virtual OprBlock* TryPop() = 0;
   // Makes `consumers` waiting or later Pop calls return null.
   virtual void Close(int consumers) = 0;
 };

@@ -8,16 +8,17 @@
 namespace ember::engine::internal {
 
 struct OprBlock;
+class WorkerPool;
 
 struct ThreadState {
   const OprBlock* running_op = nullptr;
   bool is_worker = false;
   int inline_depth = 0;
   // Worker threads: their pool, and the op they made ready to run next.
-  const void* pool = nullptr;
+  const WorkerPool* pool = nullptr;
   int gpu_device = -1;  // GPU pool workers: their device
   OprBlock* continuation = nullptr;
-  int continuation_run = 0;
+  WorkerPool* continuation_pool = nullptr;  // the pool `continuation` belongs to
 };
 
 inline ThreadState& CurrentThread() {

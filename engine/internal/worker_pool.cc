@@ -12,8 +12,8 @@ namespace ember::engine::internal {
 
 namespace {
 
-// A chain of continuations is cut after this many ops, so that ops waiting in
-// the queue are not starved by a long dependent chain.
+// After this many continuations in a row a worker lets an op waiting in its
+// queue go first (see NextOp).
 constexpr int kMaxContinuationRun = 64;
 
 }  // namespace
@@ -44,9 +44,7 @@ void WorkerPool::Push(OprBlock* block, bool continuation) {
 
 bool WorkerPool::TakeAsContinuation(OprBlock* block) {
   ThreadState& thread = CurrentThread();
-  if (thread.continuation != nullptr || thread.continuation_run >= kMaxContinuationRun) {
-    return false;
-  }
+  if (thread.continuation != nullptr) return false;
   if (thread.pool != this) {
     if (!options_.lend_streams || thread.gpu_device != options_.gpu_device) return false;
     const ThreadStream stream = LaneStream();
@@ -54,6 +52,7 @@ bool WorkerPool::TakeAsContinuation(OprBlock* block) {
     block->stream = stream;
   }
   thread.continuation = block;
+  thread.continuation_pool = this;
   return true;
 }
 
@@ -79,13 +78,31 @@ void WorkerPool::Loop(int index) {
     }
   }
   while (OprBlock* block = queue_->Pop()) {
-    thread.continuation_run = 0;
+    int run = 0;
     while (block != nullptr) {
       run_(block);
-      block = std::exchange(thread.continuation, nullptr);
-      ++thread.continuation_run;
+      block = NextOp(&run);
     }
   }
+}
+
+// The continuation, except that after a long run of them an op waiting in
+// the queue goes first and the continuation is queued (in its own pool) in
+// its place: a dependent chain never starves queued ops, and a chain with
+// nothing waiting is never cut (cutting it would only hand it to another
+// thread, for a chain across pools a sleeping one). The swap, rather than
+// queueing the continuation behind the waiting ops, is needed because the
+// queue keeps no order between producers: this worker's own push could come
+// out first again.
+OprBlock* WorkerPool::NextOp(int* run) {
+  ThreadState& thread = CurrentThread();
+  OprBlock* next = std::exchange(thread.continuation, nullptr);
+  if (next == nullptr || ++*run < kMaxContinuationRun) return next;
+  *run = 0;
+  OprBlock* waiting = queue_->TryPop();
+  if (waiting == nullptr) return next;
+  thread.continuation_pool->queue_->Push(next);
+  return waiting;
 }
 
 void WorkerPool::Stop() {

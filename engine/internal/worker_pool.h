@@ -66,6 +66,8 @@ class WorkerPool {
 
  private:
   void Loop(int index);
+  // What the calling worker runs next, after `*run` continuations in a row.
+  OprBlock* NextOp(int* run);
   bool TakeAsContinuation(OprBlock* block);
   // One of the workers' streams in turn, or none while a worker is starting.
   ThreadStream LaneStream();

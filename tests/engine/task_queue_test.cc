@@ -4,6 +4,7 @@
 
 #include "engine/internal/task_queue.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -79,6 +80,34 @@ TEST(PriorityPoolTest, PrioritizedOpsRunHighestFirst) {
   release.Notify();
   engine->WaitForAll();
   EXPECT_EQ(order, (std::vector<int>{7, 7, 3, 1, -2}));
+}
+
+// A worker runs the op it makes ready next itself (a continuation), but a
+// long chain yields to ops waiting in its queue (worker_pool.cc): with one
+// worker, an op queued behind a 500-op chain runs within the chain's first
+// run of continuations, not after it.
+TEST(WorkerPoolTest, ContinuationChainYieldsToQueuedOps) {
+  EngineOptions options;
+  options.type = EngineType::kThreaded;
+  options.pool_workers = 1;
+  auto engine = CreateEngine(options);
+  internal::Notification release;
+  VarHandle chain = engine->NewVariable();
+  engine->PushSync([&](RunContext) { release.WaitForNotification(); }, {}, {chain},
+                   {.name = "gate"});
+  std::vector<int> order;  // only the single worker appends
+  constexpr int kChain = 500;
+  for (int i = 0; i < kChain; ++i) {
+    engine->PushSync([&order, i](RunContext) { order.push_back(i); }, {}, {chain});
+  }
+  VarHandle other = engine->NewVariable();
+  engine->PushSync([&order](RunContext) { order.push_back(-1); }, {}, {other}, {.name = "queued"});
+  release.Notify();
+  engine->WaitForAll();
+  ASSERT_EQ(order.size(), size_t{kChain} + 1);
+  const auto queued = std::find(order.begin(), order.end(), -1) - order.begin();
+  EXPECT_LE(queued, 65) << "the queued op waited for the whole chain";
+  EXPECT_GE(queued, 1) << "the chain's first op is the gate's continuation";
 }
 
 }  // namespace

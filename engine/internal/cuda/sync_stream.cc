@@ -44,11 +44,11 @@ StreamEvent SyncStream::Record(std::string_view op) {
 }
 
 // Reuses a passed event; looks for passed ones only once kReapBatch are in
-// flight, so that one cudaEventQuery of the newest usually frees a batch
-// (stream order: when it has passed, all have). Creates events while under
-// the cap, and at the cap waits for the oldest.
+// flight, so that one reap (a few cudaEventQuery calls, see Reap) usually
+// frees a batch. Creates events while under the cap, and at the cap waits
+// for the oldest.
 cudaEvent_t SyncStream::FreeEvent(std::string_view op) {
-  constexpr std::size_t kReapBatch = 8;
+  constexpr std::size_t kReapBatch = 32;
   if (free_.empty() && in_flight_.size() >= std::min(kReapBatch, max_events_)) {
     Reap(/*block=*/false, op);
   }
@@ -65,22 +65,43 @@ cudaEvent_t SyncStream::FreeEvent(std::string_view op) {
   return event;
 }
 
+// Stream order makes the passed events a prefix of in_flight_: the newest
+// is asked first (an idle stream has passed everything), then the prefix's
+// end is found by bisection, so a reap costs O(log n) queries for n events
+// (asking each in turn cost one query per event, about one per op).
 void SyncStream::Reap(bool block, std::string_view op) {
   if (in_flight_.empty()) return;
+  std::size_t passed = 0;  // in_flight_[0, passed) have passed
   if (block) {
     CudaCheckForOp(cudaEventSynchronize(in_flight_.front().event), "cudaEventSynchronize", op);
+    passed = 1;
   }
-  // The newest first: when it has passed, so has everything before it.
-  std::size_t passed = 0;
+  std::size_t pending = in_flight_.size();  // in_flight_[pending, size) have not
   if (EventDone(in_flight_.back().event, op)) {
-    passed = in_flight_.size();
+    passed = pending;
   } else {
-    while (passed + 1 < in_flight_.size() && EventDone(in_flight_[passed].event, op)) ++passed;
+    pending -= 1;
+    while (passed < pending) {
+      const std::size_t mid = passed + (pending - passed) / 2;
+      if (EventDone(in_flight_[mid].event, op)) {
+        passed = mid + 1;
+      } else {
+        pending = mid;
+      }
+    }
   }
   if (passed == 0) return;
-  completed_.store(in_flight_[passed - 1].sequence, std::memory_order_release);
+  NotePassed(in_flight_[passed - 1].sequence);
   for (std::size_t i = 0; i < passed; ++i) free_.push_back(in_flight_[i].event);
   in_flight_.erase(in_flight_.begin(), in_flight_.begin() + static_cast<std::ptrdiff_t>(passed));
+}
+
+void SyncStream::NotePassed(uint64_t sequence) const {
+  uint64_t known = completed_.load(std::memory_order_relaxed);
+  while (known < sequence &&
+         !completed_.compare_exchange_weak(known, sequence, std::memory_order_release,
+                                           std::memory_order_relaxed)) {
+  }
 }
 
 int SyncStream::WaitFor(std::span<const StreamEvent> events, std::string_view op) {
@@ -109,6 +130,7 @@ void HostWaitFor(std::span<const StreamEvent> events, std::string_view op) {
   for (const StreamEvent& event : events) {
     if (event.stream->Passed(event)) continue;
     CudaCheckForOp(cudaEventSynchronize(event.event), "cudaEventSynchronize", op);
+    event.stream->NotePassed(event.sequence);  // later waiters skip it
   }
 }
 

@@ -73,6 +73,10 @@ class SyncStream {
     return event.sequence <= completed_.load(std::memory_order_acquire);
   }
 
+  // Raises the completed watermark to `sequence`, which the caller saw
+  // complete (a host wait on its event, or a reap).
+  void NotePassed(uint64_t sequence) const;
+
   // Makes this stream wait (cudaStreamWaitEvent, no host block) for every
   // event in `events` it does not already follow. Returns the number of
   // waits issued.
@@ -89,7 +93,7 @@ class SyncStream {
   const cudaStream_t stream_;
   const uint32_t id_;
   const std::size_t max_events_;
-  std::atomic<uint64_t> completed_{0};
+  mutable std::atomic<uint64_t> completed_{0};  // only grows
   mutable SpinLock mu_;
   uint64_t last_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   struct InFlight {
