@@ -24,7 +24,8 @@ WorkerPool::WorkerPool(std::string name, int workers, std::unique_ptr<TaskQueue>
       queue_(std::move(queue)),
       run_(std::move(run)),
       options_(std::move(options)),
-      streams_(workers) {
+      streams_(workers),
+      counts_(workers) {
   threads_.reserve(workers);
   for (int i = 0; i < workers; ++i) {
     threads_.emplace_back([this, i] { Loop(i); });
@@ -77,11 +78,13 @@ void WorkerPool::Loop(int index) {
       Log().error("worker {} could not start: {}", name_, e.what());
     }
   }
+  WorkerCounts& counts = counts_[index];
   while (OprBlock* block = queue_->Pop()) {
+    ++counts.popped;
     int run = 0;
     while (block != nullptr) {
       run_(block);
-      block = NextOp(&run);
+      block = NextOp(&run, counts);
     }
   }
 }
@@ -94,15 +97,35 @@ void WorkerPool::Loop(int index) {
 // queueing the continuation behind the waiting ops, is needed because the
 // queue keeps no order between producers: this worker's own push could come
 // out first again.
-OprBlock* WorkerPool::NextOp(int* run) {
+OprBlock* WorkerPool::NextOp(int* run, WorkerCounts& counts) {
   ThreadState& thread = CurrentThread();
   OprBlock* next = std::exchange(thread.continuation, nullptr);
-  if (next == nullptr || ++*run < kMaxContinuationRun) return next;
+  if (next == nullptr) return nullptr;
+  ++counts.continued;
+  if (++*run < kMaxContinuationRun) return next;
   *run = 0;
   OprBlock* waiting = queue_->TryPop();
   if (waiting == nullptr) return next;
+  ++counts.yielded;
+  --counts.continued;
+  ++counts.popped;
   thread.continuation_pool->queue_->Push(next);
   return waiting;
+}
+
+void WorkerPool::LogCounts() const {
+  if (!Log().should_log(spdlog::level::debug)) return;
+  WorkerCounts total;
+  for (const WorkerCounts& c : counts_) {
+    total.popped += c.popped;
+    total.continued += c.continued;
+    total.yielded += c.yielded;
+  }
+  if (total.popped == 0) return;
+  Log().debug(
+      "pool {} ({} workers): {} ops taken from the queue, {} run as continuations, {} "
+      "continuations yielded to queued ops",
+      name_, counts_.size(), total.popped, total.continued, total.yielded);
 }
 
 void WorkerPool::Stop() {
@@ -110,6 +133,7 @@ void WorkerPool::Stop() {
   queue_->Close(static_cast<int>(threads_.size()));
   for (auto& thread : threads_) thread.join();
   threads_.clear();
+  LogCounts();
 }
 
 void WorkerPool::AbandonAfterFork() {

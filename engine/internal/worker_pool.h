@@ -21,6 +21,7 @@
 // once, by the owning engine.
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -65,9 +66,19 @@ class WorkerPool {
   void AbandonAfterFork();
 
  private:
+  // What one worker ran, counted by its own thread (no sharing) and logged
+  // at debug level when the pool stops: how often dependent ops were handed
+  // between threads shows there, at no cost on the dispatch path.
+  struct alignas(64) WorkerCounts {
+    uint64_t popped = 0;     // taken from the queue
+    uint64_t continued = 0;  // run as the continuation of the op before
+    uint64_t yielded = 0;    // continuations queued to let a waiting op go first
+  };
+  void LogCounts() const;
+
   void Loop(int index);
   // What the calling worker runs next, after `*run` continuations in a row.
-  OprBlock* NextOp(int* run);
+  OprBlock* NextOp(int* run, WorkerCounts& counts);
   bool TakeAsContinuation(OprBlock* block);
   // One of the workers' streams in turn, or none while a worker is starting.
   ThreadStream LaneStream();
@@ -79,6 +90,7 @@ class WorkerPool {
   std::vector<ThreadStream> streams_;  // by worker; written before ready_ counts it
   std::atomic<int> ready_{0};
   std::atomic<uint32_t> turn_{0};
+  std::vector<WorkerCounts> counts_;  // by worker
   std::vector<std::thread> threads_;
 };
 
