@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "engine/engine.h"
 #include "engine/error.h"
 #include "tools/bench/gpu_hand_peers.h"
@@ -154,6 +155,7 @@ class GpuBench {
                 const std::string& den_column);
   void AddRow(ExtraTable* table, const std::string& key, const char* unit, std::string label);
   void AddChainRows(ExtraTable* table, int spin_us);
+  void AddSpreadNote(ExtraTable* table, const std::string& key, const std::string& what);
   void AddSameStreamChainRows(ExtraTable* table);
   void AddFanOutRows(ExtraTable* table);
   void AddIndependentRows(ExtraTable* table, int spin_us);
@@ -292,6 +294,19 @@ void GpuBench::AddRatio(const std::string& key, const std::string& column,
   }
 }
 
+// The per-run values behind a row's median: host-bound cases move by tens
+// of percent from run to run, and the reader should see how much.
+void GpuBench::AddSpreadNote(ExtraTable* table, const std::string& key, const std::string& what) {
+  for (const std::string& column : table->columns) {
+    auto it = samples_.find({key, column});
+    if (it == samples_.end() || it->second.empty()) continue;
+    std::vector<std::string> runs;
+    for (double value : it->second) runs.push_back(absl::StrFormat("%.2f", value));
+    table->notes.push_back(
+        absl::StrCat(what, ", ", column, ", per run: ", absl::StrJoin(runs, " ")));
+  }
+}
+
 void GpuBench::AddRow(ExtraTable* table, const std::string& key, const char* unit,
                       std::string label) {
   ExtraTable::Row row{key, unit, std::move(label), {}};
@@ -317,6 +332,7 @@ void GpuBench::AddChainRows(ExtraTable* table, int spin_us) {
   if (spin_us == 0) {
     table->targets.push_back(
         {"chain, 0 us kernels: Async / hand-written", key + "_vs_hand", 1.25, false});
+    AddSpreadNote(table, key + "_vs_hand", "chain, 0 us kernels, engine / hand-written");
   }
   if (spin_us == 10) {
     table->targets.push_back(
