@@ -43,7 +43,10 @@
 // spanning chunks is summed by one block in chunk order. No atomics touch
 // the sums, so every kernel, CPU and GPU, gives bit-identical results run to
 // run whatever `deterministic` says: the option asks for what is always
-// given (kept so that callers can state the requirement).
+// given (kept so that callers can state the requirement). On a GPU the
+// backward takes dims up to 1024 (its reduce holds a row's gradient in
+// registers): a push with a wider table throws InvalidArgument naming the
+// op, the table and its dim. The CPU takes any dim.
 //
 // Thread safety: the push functions are thread-safe (they push engine ops).
 // The tensors must stay alive until the pushed op has run (a Tensor's

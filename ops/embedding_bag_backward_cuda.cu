@@ -48,10 +48,10 @@
 // PyTorch 2.11 (an nn.EmbeddingBag per table, its best optimizer variant)
 // took 4.3 / 27 / 19 ms and 205 / 236 / 218 ms.
 //
-// Limits, checked on the device (where the shapes are) since the host cannot
-// throw for them: dims up to 1024 (with a wider table the op updates
-// nothing), indices below 2^32 - 1 (larger ones count as bad entries),
-// fewer than 2^31 indices and 2^32 bags (these the host checks).
+// Limits: dims up to kTbeBackwardCudaMaxDim = 1024 (the push functions
+// refuse a wider table on a GPU; the plan kernel would leave every row as
+// it is), indices below 2^32 - 1 (larger ones count as bad entries), fewer
+// than 2^31 indices and 2^32 bags (checked below).
 
 #include <algorithm>
 #include <cmath>
@@ -75,8 +75,8 @@ namespace {
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr uint32_t kSentinelKey = 0xffffffffu;
 constexpr unsigned long long kSentinelRow = ~0ull;
-constexpr int kMaxVecs = 8;                // 4 floats per lane each: dims up to 1024
-constexpr int64_t kMinChunk = 64;          // occurrences
+constexpr int kMaxVecs = kTbeBackwardCudaMaxDim / 128;  // float4 registers a lane
+constexpr int64_t kMinChunk = 64;                       // occurrences
 constexpr int64_t kMaxChunks = 32768;      // enough warps to fill an H100 several times
 constexpr int64_t kSlotBudget = 64 << 20;  // bytes of partial sums at most
 constexpr int kReduceThreads = 128;
@@ -84,7 +84,7 @@ constexpr int kCombineWarps = 8;
 
 // What the plan kernel decides from the table shapes.
 struct Plan {
-  int vecs = 0;         // float4 registers per lane: 1, 2, 4 or 8; 0: a dim is past 1024
+  int vecs = 0;         // float4 registers per lane: 1, 2, 4 or 8; 0: a dim is too wide
   int vector_rows = 0;  // rows move as float4 (every dim % 4 == 0, pointers aligned)
   int64_t chunk = 0;    // occurrences per chunk
   int64_t num_chunks = 0;

@@ -5,18 +5,35 @@
 // Forward, FBGEMM's layout: one warp per (table, bag), bags of one table on
 // neighbouring warps (hot rows of a table meet in L2). A 128-dim f32 row is one
 // coalesced 512-byte read: each lane loads 4 floats (one float4) and sums them
-// in registers. The bag goes 32 entries at a time: every lane prefetches one
-// entry's row into L2 (no register held), then the warp loads them kUnroll rows
-// at a time. On an H100 at dim 128, 8-16 tables, pooling 20-80, batch 16k-64k,
-// this reads rows at 85-100% of the rate of a plain random-row gather,
-// 1.5-1.75x PyTorch's embedding_bag (the prefetch gave 1.15-1.3x over the same
-// kernel without it). Narrower rows split the warp into lane groups that pool
-// different rows of the bag and meet by shuffles; wider rows go in chunks of
-// 128 columns. Rows whose dim is not a multiple of 4, or whose table or output
-// start is not 16-byte aligned, take the same path one column per lane.
-// f16/bf16 rows load 4 elements (8 bytes) a lane and sum in f32. Entries
-// outside the bag's clamped offsets, or indices out of range, are skipped, so
-// without validation bad input is never dereferenced.
+// in registers. The bag goes 32 entries at a time: lane j reads entry j's
+// index and turns it into the address of its row; the warp then loads
+// kUnroll rows at a time, each lane taking its columns of a row whose
+// address it gets by a shuffle. Narrower rows split the warp into lane
+// groups that pool different rows of the bag and meet by shuffles; wider
+// rows go in chunks of 128 columns. Rows whose dim is not a multiple of 4,
+// or whose table or output start is not 16-byte aligned, take the same path
+// one column per lane. f16/bf16 rows load 4 elements (8 bytes) a lane and
+// sum in f32. Entries outside the bag's clamped offsets, or indices out of
+// range, are skipped, so without validation bad input is never
+// dereferenced.
+//
+// Speed (H100, ember-bench-ops' default grid: dim 128 f32, i32 indices,
+// Zipf(1.05) over 1M rows, 8-32 tables, pooling 20-80, batch 16k-64k, where
+// 76-91% of lookups hit L2): 76-113% of the bench's random-row gather
+// bandwidth (the least at pooling 20) and 3.2-3.9x PyTorch's embedding_bag;
+// with uniform indices (DRAM-bound) 97-98% of the gather. What got it there,
+// each measured beside the others in one run: 4 blocks an SM (64
+// registers) with 4 rows in flight per warp instead of 2 blocks with 8
+// (L2-bound Zipf lookups want more warps, not more rows per warp); no L2
+// prefetch of the chunk's rows (with 32 warps an SM it made lookups
+// 1.1-1.5x slower: one more request per line for L2 to serve); shuffling a
+// row's address rather than its index (one multiply per entry instead of
+// one per row and lane) and the weight only when there are per-sample
+// weights: 1.25-1.3x. Not kept: persistent warps that load the next bag's
+// offsets and indices ahead (in registers or by cp.async into shared
+// memory; slower: more registers or fewer warps), 5-6 blocks an SM
+// (spills), kernels specialized for float4 rows or one column chunk, and
+// shuffling the 32-bit index instead of the address (none faster).
 //
 // Device code compiles as C++17 (CMakeLists.txt), so this file includes no
 // C++20 header (engine/internal/cuda/cuda_check.h needs
@@ -44,11 +61,13 @@ constexpr int kWarp = 32;
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / kWarp;
 constexpr unsigned kFullMask = 0xffffffffu;
-// Rows a lane group loads into registers at once (the prefetch has already
-// put the chunk's 32 rows in flight). Measured on an H100 beside 4 rows
-// with 4 blocks an SM: 8 is faster on uniform indices (DRAM-bound), 4 on
-// Zipf ones (L2-bound), by up to 8% and 30%.
-constexpr int kUnroll = 8;
+// Rows a lane group loads into registers at once, and the blocks an SM
+// holds (64 registers a thread, the most that hold kUnroll float4 rows
+// without spilling). Measured on an H100 beside 8 rows at 2 or 4 blocks
+// and 4 rows at 5, 6 or 8 blocks (which spill): the fastest on Zipf and
+// on uniform indices alike (see the top comment).
+constexpr int kUnroll = 4;
+constexpr int kMinBlocksPerSm = 4;
 
 // Throws CudaError "[what] cudaErrorX (text) at file:line" (as CudaCheck).
 void Check(cudaError_t status, const char* what, int line = __builtin_LINE()) {
@@ -97,8 +116,10 @@ __device__ __forceinline__ void Load(const __nv_bfloat16* p, float (&v)[1]) {
   v[0] = __bfloat162float(__ldg(p));
 }
 
+// __stwb: a plain (write-back) store that stays one 16-byte store; the
+// assignment through a float4 pointer was split into four 4-byte stores.
 __device__ __forceinline__ void Store(float* p, const float (&v)[4]) {
-  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  __stwb(reinterpret_cast<float4*>(p), make_float4(v[0], v[1], v[2], v[3]));
 }
 __device__ __forceinline__ void Store(float* p, const float (&v)[1]) { *p = v[0]; }
 
@@ -129,23 +150,21 @@ struct WarpBag {
 
 __device__ __forceinline__ int NextPow2(int x) { return x <= 1 ? 1 : 1 << (32 - __clz(x - 1)); }
 
-// Asks L2 for the 128-byte lines of [p, p + bytes). A prefetch holds no
-// register, so a lane can put its whole row in flight at once.
-__device__ __forceinline__ void PrefetchL2(const void* p, int64_t bytes) {
-  const uintptr_t first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{127};
-  const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + bytes - 1) & ~uintptr_t{127};
-  for (uintptr_t line = first; line <= last; line += 128) {
-    asm volatile("prefetch.global.L2 [%0];" : : "l"(line));
-  }
+// A pointer from lane `src` (all 32 lanes call it).
+template <typename Weight>
+__device__ __forceinline__ const Weight* ShflPointer(const Weight* p, int src) {
+  return reinterpret_cast<const Weight*>(
+      __shfl_sync(kFullMask, reinterpret_cast<unsigned long long>(p), src));
 }
 
 // Pools columns [c0, c0 + cols) of the bag, V columns a lane. A row takes
 // `lanes` lanes (a power of two); the warp's 32 / lanes groups take
 // successive entries of the bag and are summed by shuffles at the end.
-// Entries go 32 at a time: each lane reads one index and prefetches its
-// row's columns into L2, so all 32 rows are in flight from DRAM together;
-// the loads into registers (kUnroll rows a group at a time) then mostly
-// wait on L2, not DRAM. Every branch around a shuffle is warp-uniform.
+// Entries go 32 at a time: lane j reads entry j's index and weight and
+// computes where its row's columns start (null: skipped), so a load costs
+// one pointer shuffle and no multiply; the weight is shuffled only when
+// there are per-sample weights. Every branch around a shuffle is
+// warp-uniform.
 template <int V, typename Index, typename Weight>
 __device__ __forceinline__ void PoolColumns(const WarpBag<Index, Weight>& bag, int64_t c0, int cols,
                                             int lane) {
@@ -154,18 +173,18 @@ __device__ __forceinline__ void PoolColumns(const WarpBag<Index, Weight>& bag, i
   const int group = lane / lanes;
   const int col = (lane % lanes) * V;
   const bool active = col < cols;
+  const bool weighted = bag.per_sample_weights != nullptr;
   float sum[V] = {};
   for (int64_t base = bag.start; base < bag.end; base += kWarp) {
     const int n = static_cast<int>(min(int64_t{kWarp}, bag.end - base));
-    // Lane j holds entry base + j: its row (-1: skipped) and its weight.
-    int64_t my_row = -1;
-    float my_weight = 0.0f;
+    // Lane j holds entry base + j: its row's columns and its weight.
+    const Weight* my_src = nullptr;
+    float my_weight = 1.0f;
     if (lane < n) {
       const int64_t index = bag.indices[base + lane];
       if (IndexInRange(index, bag.rows)) {
-        my_row = index;
-        my_weight = bag.per_sample_weights ? bag.per_sample_weights[base + lane] : 1.0f;
-        PrefetchL2(bag.table + index * bag.dim + c0, cols * int64_t{sizeof(Weight)});
+        my_src = bag.table + index * bag.dim + c0;
+        if (weighted) my_weight = bag.per_sample_weights[base + lane];
       }
     }
     for (int j = 0; j < n; j += groups * kUnroll) {
@@ -174,11 +193,10 @@ __device__ __forceinline__ void PoolColumns(const WarpBag<Index, Weight>& bag, i
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int k = j + u * groups + group;  // this group's entry
-        int64_t row = __shfl_sync(kFullMask, my_row, k & (kWarp - 1));
-        w[u] = __shfl_sync(kFullMask, my_weight, k & (kWarp - 1));
-        if (k >= n) row = -1, w[u] = 0.0f;
-        if (row >= 0 && active) {
-          Load(bag.table + row * bag.dim + c0 + col, v[u]);
+        const Weight* src = ShflPointer(my_src, k & (kWarp - 1));
+        w[u] = weighted ? __shfl_sync(kFullMask, my_weight, k & (kWarp - 1)) : 1.0f;
+        if (k < n && src != nullptr && active) {
+          Load(src + col, v[u]);
         } else {
 #pragma unroll
           for (int e = 0; e < V; ++e) v[u][e] = 0.0f;
@@ -209,10 +227,9 @@ __device__ __forceinline__ void PoolBag(const WarpBag<Index, Weight>& bag, int l
   }
 }
 
-// At least 2 blocks an SM: the register budget (128) that holds kUnroll
-// rows of float4 without spilling; 16 warps an SM keep enough loads in flight.
+// kMinBlocksPerSm blocks an SM: 32 warps, kUnroll rows in flight each.
 template <typename Index, typename Weight>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     ForwardKernel(const TbeArgs args, const Index* indices, const Index* offsets) {
   const int64_t g = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
   if (g >= int64_t{args.num_tables} * args.batch_size) return;  // the whole warp

@@ -8,9 +8,17 @@
 //
 // Thread safety: reentrant (each call works on its own arguments).
 
+#include <cstdint>
+
 #include "ops/internal/embedding_bag_args.h"
 
 namespace ember::ops::internal {
+
+// The widest row TbeBackwardCuda takes: its reduce keeps a row's gradient
+// in registers, 8 float4 a lane. The push functions refuse wider tables on
+// a GPU (embedding_bag.cc), where the shapes are known; the kernels see
+// them only in device memory.
+inline constexpr int64_t kTbeBackwardCudaMaxDim = 1024;
 
 void TbeForwardCpu(const TbeArgs& args);
 void TbeBackwardCpu(const TbeArgs& args);

@@ -263,6 +263,37 @@ TEST_P(EmbeddingBagBackwardCudaTest, ValidationNamesTableBagAndValue) {
                                  "range [0, 30)"));
 }
 
+// The CUDA backward holds a row's gradient in registers, up to 1024
+// columns: a wider table is refused when the op is pushed (nothing runs),
+// with the op, the table and its dim; a table of exactly 1024 columns runs
+// and matches the CPU.
+TEST_P(EmbeddingBagBackwardCudaTest, RefusesRowsWiderThan1024AtPush) {
+  auto engine = MakeEngine(GetParam());
+  const TbeTables wide({10, 4}, {16, 1025});
+  for (Optimizer optimizer : {Optimizer::kSgd, Optimizer::kRowwiseAdagrad, Optimizer::kAdam}) {
+    const Steps run = RandomRun(wide, optimizer, 1, Pooling::kSum, false, 4, 3);
+    TbeState state(*engine, wide, optimizer, run.initial, DType::kF32, kGpu);
+    const BatchTensors batch(*engine, run.batches[0], kGpu, DType::kI32);
+    const Tensor grad_output =
+        FromHost(*engine, run.grads[0], {4, wide.total_dim()}, kGpu, DType::kF32);
+    std::string message;
+    try {
+      PushStep(optimizer, wide, state, batch.view(), grad_output, 1, run.options);
+    } catch (const InvalidArgument& e) {
+      message = e.what();
+    }
+    EXPECT_EQ(message, "[EmbeddingBagBackward" + OptimizerName(optimizer) +
+                           "] table 1 has dim 1025; the CUDA backward takes dims up to 1024");
+    engine->WaitForAll();
+  }
+  const TbeTables widest({10, 4}, {16, 1024});
+  for (Optimizer optimizer : {Optimizer::kSgd, Optimizer::kRowwiseAdagrad, Optimizer::kAdam}) {
+    const Steps run = RandomRun(widest, optimizer, 1, Pooling::kSum, true, 4, 3);
+    ExpectResultsClose(RunOn(*engine, run, kGpu), RunOn(*engine, run, kCpu), 1e-5, 1e-6,
+                       OptimizerName(optimizer) + " dim 1024");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, EmbeddingBagBackwardCudaTest, ::testing::ValuesIn(EngineNames()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
