@@ -141,23 +141,23 @@ TEST_F(GpuSyncTest, HostWaitSeesTheGpuWrite) {
   EXPECT_TRUE(stream(0).Passed(waits.front())) << "a host wait raises the watermark";
 }
 
-// A reap frees every passed event at once, found by bisection: 40 events in
-// flight (1 ms stores: none passes while they are launched), all passed,
-// and the next record reuses one instead of making a 41st.
+// A reap frees every passed event at once, found by bisection: a stream
+// capped at 64 events reaps once 64 are in flight; with all of them passed,
+// the 65th record reuses one instead of waiting.
 TEST_F(GpuSyncTest, OneReapFreesEveryPassedEvent) {
   cudaStream_t raw = nullptr;
   CudaCheck(cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking), "cudaStreamCreate");
   SyncStream wide(raw, 3, /*max_events=*/64);
   std::vector<StreamEvent> events;
-  for (int i = 0; i < 40; ++i) {
-    LaunchDelayedStore(wide.get(), &host_[2], i, 1000);
+  for (int i = 0; i < 64; ++i) {
+    LaunchDelayedStore(wide.get(), &host_[2], i, 20);
     events.push_back(wide.Record("op"));
   }
   CudaCheck(cudaStreamSynchronize(wide.get()), "cudaStreamSynchronize");
   wide.Record("op");
-  EXPECT_LE(wide.events_created(), 40u) << "a passed event was not reused";
+  EXPECT_EQ(wide.events_created(), 64u);
   for (const StreamEvent& event : events) EXPECT_TRUE(wide.Passed(event)) << event.sequence;
-  EXPECT_EQ(host_[2], 39);
+  EXPECT_EQ(host_[2], 63);
 }
 
 // A 3,000-op chain hopping between three streams, each op a checked
