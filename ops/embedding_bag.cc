@@ -236,15 +236,22 @@ TbeArgs CheckBackward(std::string_view op, const TbeTables& tables, const Tensor
   return args;
 }
 
-// On a GPU, every table's dim within kTbeBackwardCudaMaxDim: the CUDA
-// backward cannot update wider rows, and only the host knows the shapes.
-void CheckBackwardDims(std::string_view op, engine::Context ctx, const TbeTables& tables) {
+// On a GPU, every table within what the CUDA backward takes: dims up to
+// kTbeBackwardCudaMaxDim, rows up to kTbeBackwardCudaMaxRows. Only the host
+// knows the shapes (the kernels see them in device memory), so the push
+// refuses what the kernels would otherwise skip.
+void CheckCudaBackwardLimits(std::string_view op, engine::Context ctx, const TbeTables& tables) {
   if (!ctx.is_gpu()) return;
   for (int t = 0; t < tables.num_tables(); ++t) {
     if (tables.dim(t) > internal::kTbeBackwardCudaMaxDim) {
       throw InvalidArgument(
           fmt::format("[{}] table {} has dim {}; the CUDA backward takes dims up to {}", op, t,
                       tables.dim(t), internal::kTbeBackwardCudaMaxDim));
+    }
+    if (tables.rows(t) > internal::kTbeBackwardCudaMaxRows) {
+      throw InvalidArgument(
+          fmt::format("[{}] table {} has {} rows; the CUDA backward takes up to {} rows a table",
+                      op, t, tables.rows(t), internal::kTbeBackwardCudaMaxRows));
     }
   }
 }
@@ -253,7 +260,7 @@ void PushBackward(std::string_view op, engine::Context ctx, const TbeTables& tab
                   const TbeBatch& batch, const Tensor& grad_output,
                   std::initializer_list<const Tensor*> writes, const TbeArgs& args,
                   const TbeOptions& options) {
-  CheckBackwardDims(op, ctx, tables);
+  CheckCudaBackwardLimits(op, ctx, tables);
   internal::PushKernel(
       op, ctx, {batch.indices, batch.offsets, batch.per_sample_weights, &grad_output}, writes,
       MakeKernel(ctx, std::make_shared<const TableArrays>(tables), args, options.validate,

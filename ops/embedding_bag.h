@@ -45,8 +45,9 @@
 // run whatever `deterministic` says: the option asks for what is always
 // given (kept so that callers can state the requirement). On a GPU the
 // backward takes dims up to 1024 (its reduce holds a row's gradient in
-// registers): a push with a wider table throws InvalidArgument naming the
-// op, the table and its dim. The CPU takes any dim.
+// registers) and tables of up to 2^32 - 1 rows (it sorts 32-bit keys): a
+// push with a wider or longer table throws InvalidArgument naming the op,
+// the table and its dim or rows. The CPU takes any.
 //
 // Thread safety: the push functions are thread-safe (they push engine ops).
 // The tensors must stay alive until the pushed op has run (a Tensor's

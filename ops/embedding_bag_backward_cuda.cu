@@ -50,7 +50,8 @@
 //
 // Limits: dims up to kTbeBackwardCudaMaxDim = 1024 (the push functions
 // refuse a wider table on a GPU; the plan kernel would leave every row as
-// it is), indices below 2^32 - 1 (larger ones count as bad entries), fewer
+// it is), tables of up to kTbeBackwardCudaMaxRows = 2^32 - 1 rows (refused
+// likewise: a larger index would read as a bad entry), fewer
 // than 2^31 indices and 2^32 bags (checked below).
 
 #include <algorithm>

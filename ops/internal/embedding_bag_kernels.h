@@ -19,6 +19,10 @@ namespace ember::ops::internal {
 // a GPU (embedding_bag.cc), where the shapes are known; the kernels see
 // them only in device memory.
 inline constexpr int64_t kTbeBackwardCudaMaxDim = 1024;
+// The most rows a table may have for TbeBackwardCuda: it sorts indices as
+// 32-bit keys, 0xffffffff marking bad entries, so index 2^32 - 1 and above
+// cannot be told from one. Refused at push time like wider rows.
+inline constexpr int64_t kTbeBackwardCudaMaxRows = int64_t{0xffffffff};
 
 void TbeForwardCpu(const TbeArgs& args);
 void TbeBackwardCpu(const TbeArgs& args);

@@ -294,6 +294,34 @@ TEST_P(EmbeddingBagBackwardCudaTest, RefusesRowsWiderThan1024AtPush) {
   }
 }
 
+// A table of 2^32 rows (dim 1, f16: 8 GiB) is one row more than the CUDA
+// backward can tell from its bad-entry key: refused at push, not skipped.
+TEST_P(EmbeddingBagBackwardCudaTest, RefusesTablesOfMoreThan2To32MinusOneRowsAtPush) {
+  constexpr int64_t kRows = int64_t{1} << 32;
+  auto engine = MakeEngine(GetParam());
+  const TbeTables huge({4, kRows}, {1, 1});
+  Tensor weights;
+  try {
+    weights = Tensor::Empty(*engine, {huge.total_elements()}, DType::kF16, kGpu);
+  } catch (const storage::OutOfMemory& e) {
+    GTEST_SKIP() << "needs 8 GiB of device memory: " << e.what();
+  }
+  const HostBatch host{.indices = {0, kRows - 1}, .offsets = {0, 1, 2}, .batch_size = 1};
+  const BatchTensors batch(*engine, host, kGpu, DType::kI64);
+  const Tensor grad_output =
+      FromHost(*engine, std::vector<float>{1.0f, 1.0f}, {1, 2}, kGpu, DType::kF32);
+  std::string message;
+  try {
+    EmbeddingBagBackwardSgd(huge, weights, batch.view(), grad_output, {.learning_rate = 0.1f});
+  } catch (const InvalidArgument& e) {
+    message = e.what();
+  }
+  EXPECT_EQ(message,
+            "[EmbeddingBagBackwardSgd] table 1 has 4294967296 rows; the CUDA backward takes up "
+            "to 4294967295 rows a table");
+  engine->WaitForAll();
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, EmbeddingBagBackwardCudaTest, ::testing::ValuesIn(EngineNames()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
