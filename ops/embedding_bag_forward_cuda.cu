@@ -35,9 +35,8 @@
 // (spills), kernels specialized for float4 rows or one column chunk, and
 // shuffling the 32-bit index instead of the address (none faster).
 //
-// Device code compiles as C++17 (CMakeLists.txt), so this file includes no
-// C++20 header (engine/internal/cuda/cuda_check.h needs
-// std::source_location): Check below is CudaCheck's twin, with its message.
+// CUDA calls are checked with ops/internal/cuda_launch.cuh (device code
+// compiles as C++17, so not with engine/internal/cuda/cuda_check.h).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -49,6 +48,7 @@
 #include <string>
 
 #include "engine/error.h"
+#include "ops/internal/cuda_launch.cuh"
 #include "ops/internal/embedding_bag_fault.h"
 #include "ops/internal/embedding_bag_kernels.h"
 #include "ops/internal/embedding_bag_upload.h"
@@ -68,14 +68,6 @@ constexpr unsigned kFullMask = 0xffffffffu;
 // on uniform indices alike (see the top comment).
 constexpr int kUnroll = 4;
 constexpr int kMinBlocksPerSm = 4;
-
-// Throws CudaError "[what] cudaErrorX (text) at file:line" (as CudaCheck).
-void Check(cudaError_t status, const char* what, int line = __builtin_LINE()) {
-  if (status == cudaSuccess) return;
-  (void)cudaGetLastError();  // clear the sticky state, so later checks report their own
-  throw CudaError(std::string("[") + what + "] " + cudaGetErrorName(status) + " (" +
-                  cudaGetErrorString(status) + ") at " + __FILE__ + ":" + std::to_string(line));
-}
 
 int64_t NumBags(const TbeArgs& args) { return int64_t{args.num_tables} * args.batch_size; }
 
@@ -272,7 +264,7 @@ void LaunchForward(const TbeArgs& args, const Index* indices, const Index* offse
       ForwardKernel<Index, __nv_bfloat16><<<blocks, kThreads, 0, stream>>>(args, indices, offsets);
       break;
   }
-  Check(cudaGetLastError(), "TbeForwardCuda launch");
+  CheckLaunch("ForwardKernel", "EmbeddingBagForward");
 }
 
 // ---- Validation -----------------------------------------------------------
@@ -347,9 +339,9 @@ void LaunchValidate(const TbeArgs& args, const Index* indices, const Index* offs
   const unsigned blocks = BlocksFor(NumBags(args), "TbeValidateCuda");
   FindFaultKernel<Index>
       <<<blocks, kThreads, 0, stream>>>(args, indices, offsets, &record->first_bad);
-  Check(cudaGetLastError(), "TbeValidateCuda launch (find)");
+  CheckLaunch("FindFaultKernel", "TbeValidateCuda");
   DescribeFaultKernel<Index><<<1, kWarp, 0, stream>>>(args, indices, offsets, record);
-  Check(cudaGetLastError(), "TbeValidateCuda launch (describe)");
+  CheckLaunch("DescribeFaultKernel", "TbeValidateCuda");
 }
 
 // ---- Upload ---------------------------------------------------------------
@@ -373,7 +365,7 @@ void TbeUploadCuda(const int64_t* values, int64_t count, int64_t* dst, int devic
     UploadChunk chunk;
     std::copy(values + first, values + first + n, chunk.values);
     StoreKernel<<<1, 128, 0, static_cast<cudaStream_t>(stream)>>>(chunk, n, dst + first);
-    Check(cudaGetLastError(), "TbeUploadCuda launch");
+    CheckLaunch("StoreKernel", "TbeUploadCuda");
   }
 }
 
@@ -396,17 +388,17 @@ void TbeValidateCuda(const TbeArgs& args, int device, void* stream) {
   storage::Buffer buffer =
       storage::GetStorage(storage::MemoryKind::kDevice, device).Alloc(sizeof(FaultRecord), stream);
   auto* record = static_cast<FaultRecord*>(buffer.data());
-  Check(cudaMemsetAsync(&record->first_bad, 0xff, sizeof(record->first_bad), s),
-        "cudaMemsetAsync for TbeValidateCuda");
+  CheckCuda(cudaMemsetAsync(&record->first_bad, 0xff, sizeof(record->first_bad), s),
+            "cudaMemsetAsync", "TbeValidateCuda");
   if (args.offsets32 != nullptr) {
     LaunchValidate(args, args.indices32, args.offsets32, record, s);
   } else {
     LaunchValidate(args, args.indices64, args.offsets64, record, s);
   }
   TbeFault fault;
-  Check(cudaMemcpyAsync(&fault, &record->fault, sizeof(fault), cudaMemcpyDeviceToHost, s),
-        "cudaMemcpyAsync of the TbeValidateCuda verdict");
-  Check(cudaStreamSynchronize(s), "cudaStreamSynchronize for TbeValidateCuda");
+  CheckCuda(cudaMemcpyAsync(&fault, &record->fault, sizeof(fault), cudaMemcpyDeviceToHost, s),
+            "cudaMemcpyAsync of the verdict", "TbeValidateCuda");
+  CheckCuda(cudaStreamSynchronize(s), "cudaStreamSynchronize", "TbeValidateCuda");
   if (fault.kind != TbeFaultKind::kNone) ThrowTbeFault(args, fault);
 }
 

@@ -43,6 +43,10 @@ void CheckNumel(std::string_view op, std::string_view arg, const Tensor& tensor,
                                     tensor.numel(), ShapeString(tensor.shape()), numel));
 }
 
+void ThrowNoCuda(std::string_view op) {
+  throw Unavailable(fmt::format("[{}] this build of Ember has no CUDA", op));
+}
+
 engine::Context CheckSamePlace(std::string_view op, std::initializer_list<const Tensor*> tensors) {
   const Tensor* first = nullptr;
   for (const Tensor* tensor : tensors) {

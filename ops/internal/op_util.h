@@ -36,6 +36,11 @@ void CheckNumel(std::string_view op, std::string_view arg, const Tensor& tensor,
 // returns that context. Null entries are skipped.
 engine::Context CheckSamePlace(std::string_view op, std::initializer_list<const Tensor*> tensors);
 
+// What every CUDA entry point of a build without CUDA does (the *_no_cuda.cc
+// files): throws Unavailable naming `op`. No GPU tensor can exist there, so
+// only a bug or a misuse gets here.
+[[noreturn]] void ThrowNoCuda(std::string_view op);
+
 // The kernel of an op: runs on the op's worker with the op's stream (null
 // on the CPU). A throw is the op's error.
 using Kernel = std::function<void(void* stream)>;

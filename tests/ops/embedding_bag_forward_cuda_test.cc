@@ -71,24 +71,14 @@ class EmbeddingBagForwardCudaTest : public ::testing::TestWithParam<std::string>
 
 TEST_P(EmbeddingBagForwardCudaTest, MatchesCpuForward) {
   std::mt19937_64 rng(99);
-  for (const TbeShape& shape : Shapes()) {
-    for (DType weight_dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-      for (bool weighted : {false, true}) {
-        const TbeProblem p = RandomTbeProblem(rng, shape.rows, shape.dims, shape.batch_size,
-                                              shape.max_bag, weighted, weight_dtype);
-        for (DType index_dtype : {DType::kI32, DType::kI64}) {
-          for (bool mean : {false, true}) {
-            const TbeOptions options = {.pooling = mean ? Pooling::kMean : Pooling::kSum};
-            const std::string what = Describe(index_dtype, weight_dtype, mean, weighted) +
-                                     ", dims " + ::testing::PrintToString(shape.dims);
-            const std::vector<float> cpu = Forward(p, Context::CPU(), index_dtype, options);
-            const std::vector<float> gpu = Forward(p, Context::GPU(0), index_dtype, options);
-            ExpectClose(gpu, AsDouble(cpu), kRtol, kAtol, what);
-          }
-        }
-      }
-    }
-  }
+  ForEachTbeForwardCase(
+      rng, Shapes(),
+      [&](const TbeProblem& p, DType index_dtype, Pooling pooling, const std::string& what) {
+        const TbeOptions options = {.pooling = pooling};
+        const std::vector<float> cpu = Forward(p, Context::CPU(), index_dtype, options);
+        const std::vector<float> gpu = Forward(p, Context::GPU(0), index_dtype, options);
+        ExpectClose(gpu, AsDouble(cpu), kRtol, kAtol, what);
+      });
 }
 
 // Each case corrupts a valid batch of 3 tables x 4 bags of 2 entries.

@@ -73,23 +73,12 @@ class EmbeddingBagForwardTest : public ::testing::TestWithParam<std::string> {
 
 TEST_P(EmbeddingBagForwardTest, MatchesDoubleReference) {
   std::mt19937_64 rng(2024);
-  for (const TbeShape& shape : TbeShapes()) {
-    for (DType weight_dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-      for (bool weighted : {false, true}) {
-        const TbeProblem p = RandomTbeProblem(rng, shape.rows, shape.dims, shape.batch_size,
-                                              shape.max_bag, weighted, weight_dtype);
-        for (DType index_dtype : {DType::kI32, DType::kI64}) {
-          for (bool mean : {false, true}) {
-            const std::string what = Describe(index_dtype, weight_dtype, mean, weighted) +
-                                     ", dims " + ::testing::PrintToString(shape.dims);
-            const std::vector<float> out =
-                Forward(p, index_dtype, mean ? Pooling::kMean : Pooling::kSum);
-            ExpectClose(out, TbeReference(p, mean), kRtol, kAtol, what);
-          }
-        }
-      }
-    }
-  }
+  ForEachTbeForwardCase(
+      rng, TbeShapes(),
+      [&](const TbeProblem& p, DType index_dtype, Pooling pooling, const std::string& what) {
+        ExpectClose(Forward(p, index_dtype, pooling), TbeReference(p, pooling == Pooling::kMean),
+                    kRtol, kAtol, what);
+      });
 }
 
 TEST_P(EmbeddingBagForwardTest, EmptyBagsGiveZeros) {

@@ -164,4 +164,26 @@ inline std::string Describe(DType index_dtype, DType weight_dtype, bool mean, bo
          (weighted ? ", per-sample weights" : "");
 }
 
+// The forward's case grid: every shape x weight dtype x with and without
+// per-sample weights (a fresh random problem each) x index dtype x pooling.
+// `check(problem, index_dtype, pooling, what)` runs one case; `what` names it.
+template <typename Check>
+void ForEachTbeForwardCase(std::mt19937_64& rng, const std::vector<TbeShape>& shapes, Check check) {
+  for (const TbeShape& shape : shapes) {
+    for (DType weight_dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+      for (bool weighted : {false, true}) {
+        const TbeProblem p = RandomTbeProblem(rng, shape.rows, shape.dims, shape.batch_size,
+                                              shape.max_bag, weighted, weight_dtype);
+        for (DType index_dtype : {DType::kI32, DType::kI64}) {
+          for (bool mean : {false, true}) {
+            check(p, index_dtype, mean ? Pooling::kMean : Pooling::kSum,
+                  Describe(index_dtype, weight_dtype, mean, weighted) + ", dims " +
+                      ::testing::PrintToString(shape.dims));
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace ember::ops::testing

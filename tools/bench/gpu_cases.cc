@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/engine.h"
 #include "engine/error.h"
+#include "tools/bench/bench_cuda.h"
 #include "tools/bench/gpu_hand_peers.h"
 #include "tools/bench/gpu_kernels.h"
 
@@ -393,27 +394,6 @@ void GpuBench::AddRows(ExtraTable* table) {
   for (int us : options_.independent_us) AddIndependentRows(table, us);
 }
 
-// The device's name, or why the cases cannot run (in `why`).
-std::optional<std::string> DeviceName(std::string* why) {
-  int devices = 0;
-  const cudaError_t status = cudaGetDeviceCount(&devices);
-  if (status != cudaSuccess || devices == 0) {
-    *why = status != cudaSuccess ? absl::StrCat("cudaGetDeviceCount: ", cudaGetErrorName(status),
-                                                " (", cudaGetErrorString(status), ")")
-                                 : "no CUDA device";
-    return std::nullopt;
-  }
-  cudaDeviceProp prop{};
-  CheckCuda(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  int runtime = 0;
-  int driver = 0;
-  cudaRuntimeGetVersion(&runtime);
-  cudaDriverGetVersion(&driver);
-  return absl::StrFormat("%s (sm_%d%d), CUDA runtime %d.%d, driver %d.%d", prop.name, prop.major,
-                         prop.minor, runtime / 1000, runtime % 1000 / 10, driver / 1000,
-                         driver % 1000 / 10);
-}
-
 std::vector<std::string> OptionNotes(const GpuBenchOptions& o) {
   return {
       absl::StrFormat("chain: %d ops alternating kNormal and k%s on gpu(0); hand-written: 2 "
@@ -442,7 +422,7 @@ GpuCasesResult RunGpuCases(const GpuBenchOptions& options) {
   table.title = "Engine (GPU)";
   table.target_engine = kTargetEngine;
   std::string why;
-  const std::optional<std::string> device = DeviceName(&why);
+  const std::optional<std::string> device = DescribeDevice0(&why);
   if (!device) {
     table.notes.push_back(absl::StrCat("GPU cases skipped: ", why));
     absl::FPrintF(stderr, "[ember-bench-engine] %s\n", table.notes.back());

@@ -13,12 +13,6 @@
 
 namespace ember::bench {
 
-void CheckCuda(cudaError_t status, const char* what) {
-  if (status == cudaSuccess) return;
-  throw CudaError(absl::StrFormat("[ember-bench-engine GPU cases] %s: %s (%s)", what,
-                                  cudaGetErrorName(status), cudaGetErrorString(status)));
-}
-
 Counters::Counters(int size) : size_(size) {
   CheckCuda(cudaMalloc(reinterpret_cast<void**>(&data_), size * sizeof(int)), "cudaMalloc");
 }

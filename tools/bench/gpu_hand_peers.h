@@ -11,10 +11,9 @@
 
 #include <cuda_runtime_api.h>
 
-namespace ember::bench {
+#include "tools/bench/bench_cuda.h"
 
-// Throws ember::CudaError naming `what` when `status` is not cudaSuccess.
-void CheckCuda(cudaError_t status, const char* what);
+namespace ember::bench {
 
 // Device ints that the kernels increment: zeroed before a run, read after.
 class Counters {

@@ -131,24 +131,24 @@ void ShapeRun::MakeBatch() {
   offsets_ = Tensor::Empty(engine_, {bags + 1}, index_dtype_, kGpu);
   indices_.WaitToWrite();
   offsets_.WaitToWrite();
-  Check(LaunchZipfIndices(stream_.get(), cdf_, o_.rows, s_.tables, s_.batch * s_.pooling, o_.seed,
-                          indices_.data(), o_.index64),
-        "kernel launch (ZipfIndices)");
-  Check(LaunchFixedOffsets(stream_.get(), offsets_.data(), bags, s_.pooling, o_.index64),
-        "kernel launch (FixedOffsets)");
+  CheckCuda(LaunchZipfIndices(stream_.get(), cdf_, o_.rows, s_.tables, s_.batch * s_.pooling,
+                              o_.seed, indices_.data(), o_.index64),
+            "kernel launch (ZipfIndices)");
+  CheckCuda(LaunchFixedOffsets(stream_.get(), offsets_.data(), bags, s_.pooling, o_.index64),
+            "kernel launch (FixedOffsets)");
   DeviceMemory marks(static_cast<std::size_t>(s_.tables * o_.rows));
   DeviceMemory scratch(sizeof(unsigned long long));
-  Check(CountDistinctRows(stream_.get(), indices_.data(), o_.index64, s_.batch * s_.pooling,
-                          s_.tables, o_.rows, marks.as<uint8_t>(), scratch.as<unsigned long long>(),
-                          &r_.distinct_rows),
-        "CountDistinctRows");
+  CheckCuda(CountDistinctRows(stream_.get(), indices_.data(), o_.index64, s_.batch * s_.pooling,
+                              s_.tables, o_.rows, marks.as<uint8_t>(),
+                              scratch.as<unsigned long long>(), &r_.distinct_rows),
+            "CountDistinctRows");
 }
 
 void ShapeRun::RunPeer() {
   if (!peer_.enabled()) return;
   std::vector<char> host(indices_.bytes());
-  Check(cudaMemcpy(host.data(), indices_.data(), host.size(), cudaMemcpyDeviceToHost),
-        "cudaMemcpy (indices to the host)");
+  CheckCuda(cudaMemcpy(host.data(), indices_.data(), host.size(), cudaMemcpyDeviceToHost),
+            "cudaMemcpy (indices to the host)");
   // The peer gets the device to itself: nothing of the last shape is cached.
   storage::GetStorage(storage::MemoryKind::kDevice, 0).ReleaseCached();
   PeerRun run = peer_.Run(s_, host.data());
@@ -169,12 +169,12 @@ void ShapeRun::MakeState() {
   out_ = Tensor::Empty(engine_, {s_.batch, s_.tables * o_.dim}, DType::kF32, kGpu);
   grad_ = Tensor::Empty(engine_, {s_.batch, s_.tables * o_.dim}, DType::kF32, kGpu);
   for (Tensor* t : {&weights_, &accumulator_, &out_, &grad_}) t->WaitToWrite();
-  Check(LaunchFill(stream_.get(), weights_.data<float>(), weights_.numel(), o_.seed + 1, 0.02f),
-        "kernel launch (Fill)");
-  Check(LaunchFill(stream_.get(), grad_.data<float>(), grad_.numel(), o_.seed + 2, 0.02f),
-        "kernel launch (Fill)");
-  Check(cudaMemsetAsync(accumulator_.data(), 0, accumulator_.bytes(), stream_.get()),
-        "cudaMemsetAsync");
+  CheckCuda(LaunchFill(stream_.get(), weights_.data<float>(), weights_.numel(), o_.seed + 1, 0.02f),
+            "kernel launch (Fill)");
+  CheckCuda(LaunchFill(stream_.get(), grad_.data<float>(), grad_.numel(), o_.seed + 2, 0.02f),
+            "kernel launch (Fill)");
+  CheckCuda(cudaMemsetAsync(accumulator_.data(), 0, accumulator_.bytes(), stream_.get()),
+            "cudaMemsetAsync");
   stream_.Sync();
 }
 
@@ -183,15 +183,15 @@ void ShapeRun::RunGather() {
   int max_blocks = 0;
   for (int unroll : kGatherUnrolls) {
     int blocks = 0;
-    Check(GatherBlocks(unroll, o_.index64, &blocks), "GatherBlocks");
+    CheckCuda(GatherBlocks(unroll, o_.index64, &blocks), "GatherBlocks");
     max_blocks = std::max(max_blocks, blocks);
   }
   DeviceMemory sink(static_cast<std::size_t>(max_blocks) * 256 * sizeof(float));
   auto launcher = [&](int unroll) {
     int blocks = 0;
-    Check(GatherBlocks(unroll, o_.index64, &blocks), "GatherBlocks");
+    CheckCuda(GatherBlocks(unroll, o_.index64, &blocks), "GatherBlocks");
     return [&, unroll, blocks] {
-      Check(
+      CheckCuda(
           LaunchGatherRows(stream_.get(), weights_.data<float>(), indices_.data(), o_.index64,
                            per_table, s_.tables, o_.rows, o_.dim, unroll, blocks, sink.as<float>()),
           "kernel launch (GatherRows)");
@@ -238,21 +238,21 @@ void ShapeRun::CheckForward() {
   std::vector<float> out_row(s_.tables * D), row(D);
   std::vector<char> bag(L * isize);
   for (int64_t b : {int64_t{0}, s_.batch / 2, s_.batch - 1}) {
-    Check(cudaMemcpy(out_row.data(), out_.data<float>() + b * s_.tables * D,
-                     out_row.size() * sizeof(float), cudaMemcpyDeviceToHost),
-          "cudaMemcpy (out)");
+    CheckCuda(cudaMemcpy(out_row.data(), out_.data<float>() + b * s_.tables * D,
+                         out_row.size() * sizeof(float), cudaMemcpyDeviceToHost),
+              "cudaMemcpy (out)");
     for (int t : {0, s_.tables - 1}) {
       const int64_t first = (t * s_.batch + b) * L;
-      Check(cudaMemcpy(bag.data(), static_cast<const char*>(indices_.data()) + first * isize,
-                       bag.size(), cudaMemcpyDeviceToHost),
-            "cudaMemcpy (indices)");
+      CheckCuda(cudaMemcpy(bag.data(), static_cast<const char*>(indices_.data()) + first * isize,
+                           bag.size(), cudaMemcpyDeviceToHost),
+                "cudaMemcpy (indices)");
       std::vector<double> sum(D, 0.0), magnitude(D, 0.0);
       for (int64_t l = 0; l < L; ++l) {
         const int64_t index = o_.index64 ? reinterpret_cast<const int64_t*>(bag.data())[l]
                                          : reinterpret_cast<const int32_t*>(bag.data())[l];
-        Check(cudaMemcpy(row.data(), weights_.data<float>() + (t * o_.rows + index) * D,
-                         D * sizeof(float), cudaMemcpyDeviceToHost),
-              "cudaMemcpy (weights)");
+        CheckCuda(cudaMemcpy(row.data(), weights_.data<float>() + (t * o_.rows + index) * D,
+                             D * sizeof(float), cudaMemcpyDeviceToHost),
+                  "cudaMemcpy (weights)");
         for (int64_t d = 0; d < D; ++d) {
           sum[d] += row[d];
           magnitude[d] += std::fabs(row[d]);
@@ -318,30 +318,6 @@ void ShapeRun::Run() {
   }
 }
 
-// The device's name, or why the cases cannot run (in `why`).
-std::optional<std::string> DeviceName(std::string* why) {
-  int devices = 0;
-  const cudaError_t status = cudaGetDeviceCount(&devices);
-  if (status != cudaSuccess || devices == 0) {
-    (void)cudaGetLastError();
-    *why = status != cudaSuccess
-               ? absl::StrCat("no CUDA device (cudaGetDeviceCount: ", cudaGetErrorName(status), ")")
-               : "no CUDA device (cudaGetDeviceCount: 0 devices)";
-    return std::nullopt;
-  }
-  cudaDeviceProp prop{};
-  Check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  Check(cudaSetDevice(0), "cudaSetDevice");
-  int runtime = 0;
-  int driver = 0;
-  Check(cudaRuntimeGetVersion(&runtime), "cudaRuntimeGetVersion");
-  Check(cudaDriverGetVersion(&driver), "cudaDriverGetVersion");
-  return absl::StrFormat("%s (sm_%d%d, %.0f GiB, %d SMs), CUDA runtime %d.%d, driver %d.%d",
-                         prop.name, prop.major, prop.minor, prop.totalGlobalMem / double(1 << 30),
-                         prop.multiProcessorCount, runtime / 1000, runtime % 1000 / 10,
-                         driver / 1000, driver % 1000 / 10);
-}
-
 // Bytes the shape needs on the device, with room for the backward's sort.
 double BytesNeeded(const OpsBenchOptions& o, const OpsShape& s, int64_t lookups) {
   const double rows = double(s.tables) * double(o.rows);
@@ -356,7 +332,7 @@ double BytesNeeded(const OpsBenchOptions& o, const OpsShape& s, int64_t lookups)
 OpsCasesResult RunOpsCases(const OpsBenchOptions& options) {
   using namespace ops_bench;  // NOLINT: this file's own helpers
   OpsCasesResult result;
-  const std::optional<std::string> device = DeviceName(&result.skipped);
+  const std::optional<std::string> device = DescribeDevice0(&result.skipped);
   if (!device) return result;
   result.device = *device;
   absl::FPrintF(stderr, "[ember-bench-ops] on %s\n", *device);
@@ -366,9 +342,9 @@ OpsCasesResult RunOpsCases(const OpsBenchOptions& options) {
   Stream stream;
   const std::vector<double> host_cdf = ZipfCdf(options.rows, options.zipf);
   DeviceMemory cdf(host_cdf.size() * sizeof(double));
-  Check(cudaMemcpy(cdf.as<double>(), host_cdf.data(), host_cdf.size() * sizeof(double),
-                   cudaMemcpyHostToDevice),
-        "cudaMemcpy (Zipf table)");
+  CheckCuda(cudaMemcpy(cdf.as<double>(), host_cdf.data(), host_cdf.size() * sizeof(double),
+                       cudaMemcpyHostToDevice),
+            "cudaMemcpy (Zipf table)");
   TorchPeer peer(options);
   if (!peer.enabled()) absl::FPrintF(stderr, "[ember-bench-ops] %s\n", peer.status());
 
@@ -380,7 +356,7 @@ OpsCasesResult RunOpsCases(const OpsBenchOptions& options) {
     const std::string tag = absl::StrFormat("shape %d/%d %s", i + 1, count, ShapeName(r.shape));
     std::size_t free = 0;
     std::size_t total = 0;
-    Check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    CheckCuda(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
     if (const double need = BytesNeeded(options, r.shape, r.lookups); need > double(free)) {
       r.skipped = absl::StrFormat("needs about %.1f GiB, %.1f GiB free", need / (1 << 30),
                                   double(free) / (1 << 30));

@@ -17,15 +17,9 @@
 
 namespace ember::bench::storage_bench {
 
-void Check(cudaError_t status, const char* call) {
-  if (status == cudaSuccess) return;
-  throw CudaError(absl::StrFormat("[ember-bench-storage] %s: %s (%s)", call,
-                                  cudaGetErrorName(status), cudaGetErrorString(status)));
-}
-
 void LaunchBusyKernel(cudaStream_t stream, void* data, int us) {
   LaunchSpinIncrement(stream, static_cast<int*>(data), us);
-  Check(cudaGetLastError(), "kernel launch (LaunchSpinIncrement)");
+  CheckCuda(cudaGetLastError(), "kernel launch (LaunchSpinIncrement)");
 }
 
 bool StreamBusy(cudaStream_t stream) {
@@ -34,7 +28,7 @@ bool StreamBusy(cudaStream_t stream) {
     (void)cudaGetLastError();  // "not ready" is an answer, not an error to keep
     return true;
   }
-  Check(status, "cudaStreamQuery");
+  CheckCuda(status, "cudaStreamQuery");
   return false;
 }
 
@@ -85,10 +79,10 @@ class MallocAsyncAllocator final : public Allocator {
     props.handleTypes = cudaMemHandleTypeNone;
     props.location.type = cudaMemLocationTypeDevice;
     props.location.id = 0;
-    Check(cudaMemPoolCreate(&pool_, &props), "cudaMemPoolCreate");
+    CheckCuda(cudaMemPoolCreate(&pool_, &props), "cudaMemPoolCreate");
     uint64_t threshold = UINT64_MAX;  // keep everything: cudaMallocAsync's best case
-    Check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold),
-          "cudaMemPoolSetAttribute (cudaMemPoolAttrReleaseThreshold)");
+    CheckCuda(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold),
+              "cudaMemPoolSetAttribute (cudaMemPoolAttrReleaseThreshold)");
   }
   ~MallocAsyncAllocator() override {
     for (void* ptr : ptrs_) {
@@ -99,17 +93,18 @@ class MallocAsyncAllocator final : public Allocator {
   }
 
   void Alloc(int slot, std::size_t bytes, cudaStream_t stream) override {
-    Check(cudaMallocFromPoolAsync(&ptrs_[slot], bytes, pool_, stream), "cudaMallocFromPoolAsync");
+    CheckCuda(cudaMallocFromPoolAsync(&ptrs_[slot], bytes, pool_, stream),
+              "cudaMallocFromPoolAsync");
   }
   void Free(int slot, cudaStream_t stream) override {
-    Check(cudaFreeAsync(ptrs_[slot], stream), "cudaFreeAsync");
+    CheckCuda(cudaFreeAsync(ptrs_[slot], stream), "cudaFreeAsync");
     ptrs_[slot] = nullptr;
   }
   [[nodiscard]] void* data(int slot) const override { return ptrs_[slot]; }
   [[nodiscard]] std::string Describe() const override {
     uint64_t high = 0;
-    Check(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemHigh, &high),
-          "cudaMemPoolGetAttribute (cudaMemPoolAttrReservedMemHigh)");
+    CheckCuda(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemHigh, &high),
+              "cudaMemPoolGetAttribute (cudaMemPoolAttrReservedMemHigh)");
     return absl::StrCat(MiB(static_cast<double>(high)), " reserved at peak");
   }
 
@@ -128,10 +123,10 @@ class MallocAllocator final : public Allocator {
   }
 
   void Alloc(int slot, std::size_t bytes, cudaStream_t /*stream*/) override {
-    Check(cudaMalloc(&ptrs_[slot], bytes), "cudaMalloc");
+    CheckCuda(cudaMalloc(&ptrs_[slot], bytes), "cudaMalloc");
   }
   void Free(int slot, cudaStream_t /*stream*/) override {
-    Check(cudaFree(ptrs_[slot]), "cudaFree");
+    CheckCuda(cudaFree(ptrs_[slot]), "cudaFree");
     ptrs_[slot] = nullptr;
   }
   [[nodiscard]] void* data(int slot) const override { return ptrs_[slot]; }
@@ -159,7 +154,8 @@ std::unique_ptr<Allocator> MakeAllocator(const std::string& column, int slots) {
 Streams::Streams(int count) {
   for (int i = 0; i < count; ++i) {
     cudaStream_t stream = nullptr;
-    Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    CheckCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+              "cudaStreamCreateWithFlags");
     streams_.push_back(stream);
   }
 }

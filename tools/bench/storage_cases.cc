@@ -99,7 +99,7 @@ double ReusePass(Allocator& allocator, const std::vector<std::size_t>& sequence,
     }
     for (int i = std::max(0, pairs - live); i < pairs; ++i) timed_free(first + i % live);
   }
-  Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  CheckCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   return MicrosSince(start);
 }
 
@@ -115,7 +115,7 @@ double ThreadsPass(Allocator& allocator, const std::vector<std::size_t>& sequenc
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
       try {
-        Check(cudaSetDevice(0), "cudaSetDevice");
+        CheckCuda(cudaSetDevice(0), "cudaSetDevice");
       } catch (...) {
         errors[t] = std::current_exception();
       }
@@ -217,7 +217,7 @@ void StorageBench::RunBusy(int run) {
       allocator->Free(0, stream());
       const double micros = MicrosSince(start);
       const bool busy = StreamBusy(stream());
-      Check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
+      CheckCuda(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
       if (i < 0) continue;
       free_us.push_back(micros);
       running += busy ? 1 : 0;
@@ -316,30 +316,6 @@ void StorageBench::AddRows(ExtraTable* table) {
       {"engine delete ends while kernel runs", "trace_overlap_pct", 100, true});
 }
 
-// The device's name, or why the cases cannot run (in `why`).
-std::optional<std::string> DeviceName(std::string* why) {
-  int devices = 0;
-  const cudaError_t status = cudaGetDeviceCount(&devices);
-  if (status != cudaSuccess || devices == 0) {
-    (void)cudaGetLastError();
-    *why = status != cudaSuccess
-               ? absl::StrCat("no CUDA device (cudaGetDeviceCount: ", cudaGetErrorName(status),
-                              ", ", cudaGetErrorString(status), ")")
-               : "no CUDA device (cudaGetDeviceCount: 0 devices)";
-    return std::nullopt;
-  }
-  cudaDeviceProp prop{};
-  Check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  Check(cudaSetDevice(0), "cudaSetDevice");
-  int runtime = 0;
-  int driver = 0;
-  Check(cudaRuntimeGetVersion(&runtime), "cudaRuntimeGetVersion");
-  Check(cudaDriverGetVersion(&driver), "cudaDriverGetVersion");
-  return absl::StrFormat("%s (sm_%d%d, %.0f GiB), CUDA runtime %d.%d, driver %d.%d", prop.name,
-                         prop.major, prop.minor, prop.totalGlobalMem / double(1 << 30),
-                         runtime / 1000, runtime % 1000 / 10, driver / 1000, driver % 1000 / 10);
-}
-
 std::vector<std::string> OptionNotes(const StorageBenchOptions& o) {
   std::vector<std::string> sizes;
   for (std::size_t size : o.sizes) sizes.push_back(SizeText(size));
@@ -368,7 +344,7 @@ StorageCasesResult RunStorageCases(const StorageBenchOptions& options) {
   ExtraTable& table = result.table;
   table.title = "Storage (device memory)";
   table.target_engine = kRound;
-  const std::optional<std::string> device = DeviceName(&result.skipped);
+  const std::optional<std::string> device = DescribeDevice0(&result.skipped);
   if (!device) return result;
   result.device = *device;
   absl::FPrintF(stderr, "[ember-bench-storage] on %s\n", *device);
@@ -398,7 +374,7 @@ StorageCasesResult RunStorageCases(const StorageBenchOptions& options) {
     std::unique_ptr<Allocator> warm = MakeAllocator(kMalloc, 1);
     warm->Alloc(0, 4096, nullptr);
     LaunchBusyKernel(nullptr, warm->data(0), 0);
-    Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    CheckCuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     warm->Free(0, nullptr);
   }
   for (int run = 0; run < options.repeat; ++run) {

@@ -1,10 +1,10 @@
 #pragma once
 
 // What the CUDA files of ember-bench-storage share (storage_cases.cc,
-// storage_allocators.cc and storage_profile.cc): the CUDA check, the busy
-// kernel, the allocators of the columns, and the profile case.
+// storage_allocators.cc and storage_profile.cc): the busy kernel, the
+// allocators of the columns, and the profile case.
 //
-// Thread safety: Check, LaunchBusyKernel and StreamBusy from any thread; an
+// Thread safety: LaunchBusyKernel and StreamBusy from any thread; an
 // Allocator from several threads at once on disjoint slots (for the
 // columns whose allocator is thread-safe: all of them); the rest from the
 // bench's main thread.
@@ -17,12 +17,10 @@
 #include <cuda_runtime_api.h>
 
 #include "storage/storage.h"
+#include "tools/bench/bench_cuda.h"
 #include "tools/bench/storage_cases.h"
 
 namespace ember::bench::storage_bench {
-
-// Throws ember::CudaError naming `call` when `status` is not cudaSuccess.
-void Check(cudaError_t status, const char* call);
 
 // Enqueues on `stream` a one-thread kernel that spins `us` microseconds and
 // then writes the int at `data` (gpu_kernels.h); checks the launch.
