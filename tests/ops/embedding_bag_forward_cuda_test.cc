@@ -102,24 +102,9 @@ const std::vector<BadBatch>& BadBatches() {
   return cases;
 }
 
-TbeProblem SmallProblem() {
-  std::mt19937_64 rng(5);
-  TbeProblem p = RandomTbeProblem(rng, {7, 50, 33}, {3, 8, 4}, 4, 0, false, DType::kF32);
-  p.indices.clear();
-  p.offsets = {0};
-  for (int t = 0; t < 3; ++t) {
-    for (int b = 0; b < 4; ++b) {
-      p.indices.push_back(b);
-      p.indices.push_back(b + 1);
-      p.offsets.push_back(static_cast<int64_t>(p.indices.size()));
-    }
-  }
-  return p;
-}
-
 TEST_P(EmbeddingBagForwardCudaTest, ValidationErrorsAreTheCpuErrors) {
   for (const BadBatch& bad : BadBatches()) {
-    TbeProblem p = SmallProblem();
+    TbeProblem p = SmallTbeProblem(5);
     bad.corrupt(p);
     for (DType index_dtype : {DType::kI32, DType::kI64}) {
       const std::string cpu = ForwardError(p, Context::CPU(), index_dtype);
@@ -131,12 +116,12 @@ TEST_P(EmbeddingBagForwardCudaTest, ValidationErrorsAreTheCpuErrors) {
 }
 
 TEST_P(EmbeddingBagForwardCudaTest, SpotChecksOfTheGpuWording) {
-  TbeProblem p = SmallProblem();
+  TbeProblem p = SmallTbeProblem(5);
   p.indices[23] = 33;
   EXPECT_THAT(ForwardError(p, Context::GPU(0), DType::kI64),
               HasSubstr("[EmbeddingBagForward] table 2, bag 3: index 33 is out of range [0, 33) "
                         "(indices[23])"));
-  p = SmallProblem();
+  p = SmallTbeProblem(5);
   p.offsets[6] = 15;
   EXPECT_THAT(ForwardError(p, Context::GPU(0), DType::kI32),
               HasSubstr("table 1, bag 2: offsets[7] is 14, below offsets[6] = 15"));
@@ -164,14 +149,14 @@ TEST_P(EmbeddingBagForwardCudaTest, WithoutValidationBadIndicesAreSkipped) {
 }
 
 TEST_P(EmbeddingBagForwardCudaTest, WithoutValidationBadOffsetsDoNotFault) {
-  TbeProblem p = SmallProblem();
+  TbeProblem p = SmallTbeProblem(5);
   p.offsets[5] = 1000;   // past the end
   p.offsets[9] = -1000;  // negative
   const std::vector<float> out =
       Forward(p, Context::GPU(0), DType::kI64, {.pooling = Pooling::kMean, .validate = false});
   EXPECT_EQ(out.size(), 4u * 15u);
   // Table 0 reads only good offsets: its bags are exact.
-  TbeProblem good = SmallProblem();
+  TbeProblem good = SmallTbeProblem(5);
   const std::vector<float> cpu =
       Forward(good, Context::CPU(), DType::kI64, {.pooling = Pooling::kMean});
   for (int b = 0; b < 4; ++b) {
@@ -180,7 +165,7 @@ TEST_P(EmbeddingBagForwardCudaTest, WithoutValidationBadOffsetsDoNotFault) {
 }
 
 TEST_P(EmbeddingBagForwardCudaTest, TensorsMustShareOneContext) {
-  const TbeProblem p = SmallProblem();
+  const TbeProblem p = SmallTbeProblem(5);
   TbeTensors gpu = MakeTbeTensors(*engine_, p, Context::GPU(0), DType::kI64);
   TbeTensors cpu = MakeTbeTensors(*engine_, p, Context::CPU(), DType::kI64);
   try {

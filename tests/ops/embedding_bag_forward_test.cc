@@ -52,22 +52,6 @@ class EmbeddingBagForwardTest : public ::testing::TestWithParam<std::string> {
     return {};
   }
 
-  // A valid problem of 3 tables (rows 7, 50, 33) and 4 bags of 2 entries.
-  static TbeProblem SmallProblem() {
-    std::mt19937_64 rng(7);
-    TbeProblem p = RandomTbeProblem(rng, {7, 50, 33}, {3, 8, 4}, 4, 0, false, DType::kF32);
-    p.indices.clear();
-    p.offsets = {0};
-    for (int t = 0; t < 3; ++t) {
-      for (int b = 0; b < 4; ++b) {
-        p.indices.push_back(b);
-        p.indices.push_back(b + 1);
-        p.offsets.push_back(static_cast<int64_t>(p.indices.size()));
-      }
-    }
-    return p;
-  }
-
   std::unique_ptr<engine::Engine> engine_;
 };
 
@@ -92,7 +76,7 @@ TEST_P(EmbeddingBagForwardTest, EmptyBagsGiveZeros) {
 }
 
 TEST_P(EmbeddingBagForwardTest, IndexOutOfRangeNamesTableBagAndValue) {
-  TbeProblem p = SmallProblem();
+  TbeProblem p = SmallTbeProblem(7);
   p.indices[2 * 8 + 3 * 2 + 1] = 33;  // table 2, bag 3, second entry
   for (DType index_dtype : {DType::kI32, DType::kI64}) {
     const std::string message = ForwardError(p, index_dtype);
@@ -102,21 +86,21 @@ TEST_P(EmbeddingBagForwardTest, IndexOutOfRangeNamesTableBagAndValue) {
 }
 
 TEST_P(EmbeddingBagForwardTest, NegativeIndexNamesTableBagAndValue) {
-  TbeProblem p = SmallProblem();
+  TbeProblem p = SmallTbeProblem(7);
   p.indices[1 * 8 + 0] = -4;  // table 1, bag 0
   EXPECT_THAT(ForwardError(p),
               HasSubstr("table 1, bag 0: index -4 is out of range [0, 50) (indices[8])"));
 }
 
 TEST_P(EmbeddingBagForwardTest, ReportsTheFirstBadBag) {
-  TbeProblem p = SmallProblem();
+  TbeProblem p = SmallTbeProblem(7);
   p.indices[2 * 8 + 1] = 100;  // table 2, bag 0
   p.indices[1 * 8 + 5] = 60;   // table 1, bag 2: first in (table, bag) order
   EXPECT_THAT(ForwardError(p), HasSubstr("table 1, bag 2: index 60 is out of range [0, 50)"));
 }
 
 TEST_P(EmbeddingBagForwardTest, DecreasingOffsetsNameTableBagAndValue) {
-  TbeProblem p = SmallProblem();
+  TbeProblem p = SmallTbeProblem(7);
   p.offsets[6] = 15;  // above offsets[7] = 14: bag 6 (table 1, bag 2) decreases
   const std::string message = ForwardError(p);
   EXPECT_THAT(message, HasSubstr("[EmbeddingBagForward] table 1, bag 2: "));
@@ -124,21 +108,21 @@ TEST_P(EmbeddingBagForwardTest, DecreasingOffsetsNameTableBagAndValue) {
 }
 
 TEST_P(EmbeddingBagForwardTest, FirstOffsetMustBeZero) {
-  TbeProblem p = SmallProblem();
+  TbeProblem p = SmallTbeProblem(7);
   p.offsets[0] = 1;
   EXPECT_THAT(ForwardError(p, DType::kI32),
               HasSubstr("table 0, bag 0: offsets[0] is 1; the first offset must be 0"));
 }
 
 TEST_P(EmbeddingBagForwardTest, LastOffsetMustBeTheNumberOfIndices) {
-  TbeProblem p = SmallProblem();
+  TbeProblem p = SmallTbeProblem(7);
   p.offsets.back() = 23;  // 24 indices
   EXPECT_THAT(ForwardError(p), HasSubstr("table 2, bag 3: offsets[12] is 23; the last offset "
                                          "must be the number of indices, 24"));
 }
 
 TEST_P(EmbeddingBagForwardTest, OffsetPastTheIndicesIsOutOfRange) {
-  TbeProblem p = SmallProblem();
+  TbeProblem p = SmallTbeProblem(7);
   p.offsets[5] = 30;  // bag 4 (table 1, bag 0) ends past the 24 indices
   EXPECT_THAT(ForwardError(p), HasSubstr("table 1, bag 0: offsets[5] is 30, out of range [0, 24]"));
 }
@@ -148,7 +132,7 @@ class EmbeddingBagForwardArgsTest : public EmbeddingBagForwardTest {
  protected:
   void SetUp() override {
     EmbeddingBagForwardTest::SetUp();
-    problem_ = SmallProblem();
+    problem_ = SmallTbeProblem(7);
     t_ = MakeTbeTensors(*engine_, problem_, Context::CPU(), DType::kI64);
   }
 

@@ -164,6 +164,24 @@ inline std::string Describe(DType index_dtype, DType weight_dtype, bool mean, bo
          (weighted ? ", per-sample weights" : "");
 }
 
+// A valid problem of 3 tables (rows 7, 50, 33; dims 3, 8, 4) and 4 bags of
+// 2 entries each (bag b holds rows b and b + 1), random weights from `seed`:
+// what the bad-input tests corrupt.
+inline TbeProblem SmallTbeProblem(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  TbeProblem p = RandomTbeProblem(rng, {7, 50, 33}, {3, 8, 4}, 4, 0, false, DType::kF32);
+  p.indices.clear();
+  p.offsets = {0};
+  for (int t = 0; t < 3; ++t) {
+    for (int b = 0; b < 4; ++b) {
+      p.indices.push_back(b);
+      p.indices.push_back(b + 1);
+      p.offsets.push_back(static_cast<int64_t>(p.indices.size()));
+    }
+  }
+  return p;
+}
+
 // The forward's case grid: every shape x weight dtype x with and without
 // per-sample weights (a fresh random problem each) x index dtype x pooling.
 // `check(problem, index_dtype, pooling, what)` runs one case; `what` names it.
