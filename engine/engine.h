@@ -14,10 +14,16 @@
 // Errors. An op fails when its function throws or passes an error to
 // on_complete. Its mutable vars then carry that error; a later op that names
 // a var carrying an error (as a read or a write, since writes are often
-// read-modify-write) is skipped unless it is kNoSkip, and passes the error on
-// to its own mutable vars. WaitForVar rethrows a var's error once and clears
-// it; WaitForAll rethrows the first error of any op since the last
-// WaitForAll. The engine stays usable after any error.
+// read-modify-write) is skipped unless it is kNoSkip, and passes the same
+// error on to its own mutable vars. An error is reported once, by the first
+// wait that sees it: WaitForVar or Throw on a var that carries it, or
+// WaitForAll. From then on it poisons nothing: vars that still carry it read
+// as clean, and ops that would have been skipped for it run (MXNet's rule;
+// a training loop that catches an error and goes on runs everything it
+// pushes after). An op already running or made ready when the report
+// happens may still be skipped. WaitForAll never loses an error: it reports
+// every error no wait has reported yet, however the ops failed in time. The
+// engine stays usable after any error.
 //
 // Thread safety: thread-safe. Any thread may push and wait, concurrently;
 // ops may push from inside their functions, but may not wait.
@@ -126,7 +132,7 @@ using AsyncFn = std::function<void(RunContext, const OnStart&, const OnComplete&
 using SyncFn = std::function<void(RunContext)>;
 
 // OpAttrs: how to run an op. The name is copied; it shows in errors, logs
-// and profiles.
+// and profiles. For NewOperator only prop and name count (see there).
 struct OpAttrs {
   Context ctx = Context::CPU();
   FnProperty prop = FnProperty::kNormal;
@@ -177,24 +183,39 @@ class Engine {
                         const OpAttrs& attrs = {}) = 0;
 
   // An op that can be pushed many times; its vars are validated once here.
-  // The engine owns it until DeleteOperator. Throws like PushAsync.
+  // Only attrs.prop and attrs.name are the op's: attrs.ctx and
+  // attrs.priority are ignored (and not checked), since every Push names
+  // the context and priority of its own run, as MXNet's Push(op, exec_ctx,
+  // priority) does; one operator may thus run on several devices. The
+  // engine owns it until DeleteOperator. Throws like PushAsync.
   [[nodiscard]] virtual OprHandle NewOperator(AsyncFn fn, VarList const_vars, VarList mutable_vars,
                                               const OpAttrs& attrs = {}) = 0;
-  // Pushes `op` to run on `ctx` with `priority`. REQUIRES: op not deleted.
+  // Pushes `op` to run on `ctx` with `priority`; these, not the attrs given
+  // to NewOperator, are the run's. Throws Unavailable for a context this
+  // engine has no workers for. REQUIRES: op not deleted.
   virtual void Push(OprHandle op, Context ctx, int priority = 0) = 0;
   // Releases `op`; pushes already made still run. The handle is invalid after.
   virtual void DeleteOperator(OprHandle op) = 0;
 
-  // Blocks until every op pushed before on `var` that writes it has finished,
-  // then rethrows (once) the error `var` carries. Throws UsageError from
-  // inside an op.
+  // Blocks until every op that writes `var` and was pushed before this call
+  // has finished (on the GPU too), then rethrows the error the last of them
+  // left on `var`, unless a wait has reported it already. Waits for nothing
+  // else: it returns at once when no such write is pending, and never waits
+  // for a free worker, for reads of `var` or for writes pushed after it (it
+  // pushes no op; the var counts its pending writes). So a running op may
+  // wait for a signal that the caller sends after WaitForVar returns.
+  // Throws UsageError from inside an op, InvalidArgument for a stale or
+  // foreign var.
   virtual void WaitForVar(VarHandle var) = 0;
 
-  // Blocks until every op pushed before has finished; rethrows the first
-  // error since the last WaitForAll. Throws UsageError from inside an op.
+  // Blocks until every op pushed before has finished (GPU streams
+  // included), then reports every error that no wait has reported yet: one
+  // is rethrown as it was thrown; several are thrown together as OpErrors
+  // (error.h), in the order the ops failed, and each is logged. Throws
+  // UsageError from inside an op.
   virtual void WaitForAll() = 0;
 
-  // Rethrows (once) the error `var` carries now, if any, without waiting.
+  // Reports the error `var` carries now, if no wait has, without waiting.
   virtual void Throw(VarHandle var) = 0;
 
   // Sets the calling thread's bulk size for PushSync (0 or 1: no bulking)

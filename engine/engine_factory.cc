@@ -29,6 +29,7 @@ void Validate(const EngineOptions& options) {
   check("gpu_priority_workers", options.gpu_priority_workers, 1);
   check("gpu_event_pool_size", options.gpu_event_pool_size, 1);
   check("gpu_worker_spin_us", options.gpu_worker_spin_us, 0);
+  check("cpu_worker_spin_us", options.cpu_worker_spin_us, 0);
   check("max_in_flight", options.max_in_flight, 1);
   check("bulk_size", options.bulk_size, 0);
 }

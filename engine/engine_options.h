@@ -44,6 +44,13 @@ struct EngineOptions {
   // How long an idle GPU worker polls its queue before it sleeps: a chain of
   // GPU ops handed between workers then never waits for a wake-up.
   int gpu_worker_spin_us = 50;
+  // How long an idle CPU worker (every CPU pool, and ThreadedEngine's shared
+  // pool) polls its queue before it sleeps. While a thread keeps pushing, a
+  // worker that runs out of work finds the next op within this window and
+  // never goes through the kernel (a sleep and a wake-up cost a system call
+  // on each side); once pushing stops it sleeps, so an idle engine uses no
+  // CPU. The poll pauses and yields, so a pusher sharing its core still runs.
+  int cpu_worker_spin_us = 100;
   // Bound on pushed-but-unfinished ops. A thread that is not an engine worker
   // blocks in Push* while this many are in flight; workers never block.
   int max_in_flight = 1 << 16;

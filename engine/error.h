@@ -9,8 +9,11 @@
 //
 // Thread safety: these are plain values; copies may be used from any thread.
 
+#include <exception>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ember {
 
@@ -46,6 +49,25 @@ class Unavailable : public Error {
 class CudaError : public Error {
  public:
   using Error::Error;
+};
+
+// OpErrors: what one WaitForAll throws when several ops failed since the
+// last report. It carries every one of those errors, in the order the ops
+// failed, with the name of the op each came from; its message lists them
+// ("[Engine::WaitForAll] 2 ops failed since the last report: op 'a': ...;
+// op 'b': ..."). A single error is rethrown as it was thrown, not wrapped.
+class OpErrors : public Error {
+ public:
+  OpErrors(const std::string& message, std::vector<std::exception_ptr> errors,
+           std::vector<std::string> op_names)
+      : Error(message), errors_(std::move(errors)), op_names_(std::move(op_names)) {}
+
+  [[nodiscard]] const std::vector<std::exception_ptr>& errors() const { return errors_; }
+  [[nodiscard]] const std::vector<std::string>& op_names() const { return op_names_; }
+
+ private:
+  std::vector<std::exception_ptr> errors_;
+  std::vector<std::string> op_names_;
 };
 
 }  // namespace ember

@@ -1,18 +1,21 @@
 #pragma once
 
-// BlockPool: recycled memory for OprBlocks.
+// BlockPool: recycled memory for OprBlocks, by size class.
 //
 // Why: a block is allocated by the pushing thread and freed by a worker.
 // With glibc malloc every such cross-thread free takes the pusher's arena
-// lock, which the pusher holds while allocating the next block: measured at
-// over a third of the engine's time on the random DAG, mostly futex waits.
+// lock, which the pusher holds while allocating the next block: over a third
+// of the engine's time on the random DAG went to futex waits there, and
+// every futex wait is a context switch.
 //
-// Shape: each thread keeps a small LIFO cache of free blocks (the most
-// recently freed block is the one still in cache), and threads exchange
-// batches through a lock-free shared queue (moodycamel's). A worker's frees
-// flow in batches to the pusher's allocations. The shared queue holds at most
-// kMaxShared blocks; beyond that frees go back to the heap, so memory stays
-// bounded by the in-flight bound.
+// Shape: a block's size (the op header plus its var links) picks one of a
+// few size classes; blocks larger than the largest class (ops naming over
+// ~100 vars) come from the heap. Per class, each thread keeps a small LIFO
+// cache of free blocks (the most recently freed one is still in cache), and
+// threads exchange batches through a lock-free shared queue (moodycamel's):
+// a worker's frees flow in batches to the pusher's allocations. A class's
+// shared queue holds at most 64 MiB of blocks (enough for the default
+// in-flight bound); beyond that frees go back to the heap.
 //
 // Thread safety: thread-safe.
 
@@ -22,9 +25,10 @@ namespace ember::engine::internal {
 
 class BlockPool {
  public:
-  // Memory for one block of `size` bytes (always the same size).
+  // Memory for a block of `size` bytes (64-byte aligned).
   static void* Allocate(std::size_t size);
-  static void Free(void* memory);
+  // REQUIRES: `memory` came from Allocate(size) with the same size.
+  static void Free(void* memory, std::size_t size);
 };
 
 }  // namespace ember::engine::internal

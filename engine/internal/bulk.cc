@@ -100,7 +100,7 @@ bool Bulk::Append(DependencyEngine* engine, SyncFn& fn, VarList const_vars, VarL
   if (bulk.size <= 1) return false;
   if (!bulk.open.fns.empty() && bulk.open.ctx != attrs.ctx) bulk.FlushOpen();
   engine->executor_->CheckContext(attrs.ctx, "Engine::PushSync", attrs.name);
-  VarLinks checked;  // validates the vars now, so that errors reach this push
+  VarAccesses checked;  // validates the vars now, so that errors reach this push
   engine->Normalize(const_vars, mutable_vars, "Engine::PushSync", attrs.name, &checked,
                     /*check_generation=*/true);
   OpenBulk& open = bulk.open;
@@ -127,8 +127,7 @@ int Bulk::SetSize(DependencyEngine* engine, int size) {
 
 void Bulk::Submit(DependencyEngine* engine, AsyncFn fn, VarList const_vars, VarList mutable_vars,
                   const OpAttrs& attrs) {
-  engine->PushAsyncUnchecked(std::move(fn), const_vars, mutable_vars, attrs,
-                             "Engine::PushSync (bulk)");
+  engine->PushUnchecked(std::move(fn), const_vars, mutable_vars, attrs, "Engine::PushSync (bulk)");
 }
 
 void Bulk::Register(DependencyEngine* engine) {

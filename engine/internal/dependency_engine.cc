@@ -9,6 +9,7 @@
 #include "engine/internal/bulk.h"
 #include "engine/internal/fork_guard.h"
 #include "engine/internal/logging.h"
+#include "engine/internal/prefetch.h"
 #include "engine/internal/thread_state.h"
 
 namespace ember::engine::internal {
@@ -17,6 +18,53 @@ namespace {
 // kAsync ops run on the thread that makes them ready, but a chain of them
 // completing inline would recurse; past this depth they go to a worker.
 constexpr int kMaxInlineDepth = 4;
+
+// RecordError drops reported errors once this many are kept.
+constexpr std::size_t kPruneErrorsAt = 64;
+
+// An exception's message, for logs and OpErrors.
+std::string DescribeException(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "(an exception not derived from std::exception)";
+  }
+}
+
+// Merges repeated vars into one access each (a write wins). Ops name few
+// vars, so they are compared pairwise, which the branch predictor likes far
+// better than sorting them; long lists are sorted first. The order of the
+// result does not matter: pushes are serialized by push_mu_, not ordered
+// by var address.
+void MergeRepeats(VarAccesses* accesses) {
+  constexpr std::size_t kPairwiseMax = 24;
+  VarAccess* const begin = accesses->data();
+  VarAccess* const end = begin + accesses->size();
+  VarAccess* out = begin;
+  if (accesses->size() > kPairwiseMax) {
+    std::sort(begin, end, [](const VarAccess& a, const VarAccess& b) { return a.var < b.var; });
+    for (VarAccess* in = begin; in < end; ++in) {
+      if (out != begin && (out - 1)->var == in->var) {
+        (out - 1)->mode = (out - 1)->mode | in->mode;
+      } else {
+        *out++ = *in;
+      }
+    }
+  } else {
+    for (VarAccess* in = begin; in < end; ++in) {
+      VarAccess* same = begin;
+      while (same < out && same->var != in->var) ++same;
+      if (same < out) {
+        same->mode = same->mode | in->mode;
+      } else {
+        *out++ = *in;
+      }
+    }
+  }
+  accesses->resize(static_cast<std::size_t>(out - begin));
+}
 
 uint64_t NextEngineId() {
   static std::atomic<uint64_t> next{0};
@@ -74,7 +122,12 @@ DependencyEngine::~DependencyEngine() {
   in_flight_.WaitIdle();
   {
     MutexLock lock(&error_mu_);
-    if (first_error_) Log().warn("{} destroyed with an unobserved op error", name_);
+    for (const ErrorRef& error : errors_) {
+      if (error.live()) {
+        Log().warn("{} destroyed with an unreported error of op '{}': {}", name_, error->op(),
+                   DescribeException(error->exception()));
+      }
+    }
   }
   executor_->Stop();
   Log().debug("{} stopped (engine #{})", name_, id_);
@@ -109,15 +162,9 @@ Var* DependencyEngine::Resolve(VarHandle handle, std::string_view where) const {
 }
 
 void DependencyEngine::Normalize(VarList const_vars, VarList mutable_vars, std::string_view where,
-                                 std::string_view op_name, VarLinks* links,
+                                 std::string_view op_name, VarAccesses* accesses,
                                  bool check_generation) const {
-  // Sorted and merged as compact entries on the stack, then written once.
-  struct Entry {
-    Var* var;
-    uint32_t generation;
-    Access mode;
-  };
-  absl::InlinedVector<Entry, 32> entries;
+  accesses->clear();
   auto add = [&](VarList list, Access mode, const char* kind) {
     int position = 0;
     for (VarHandle handle : list.span()) {
@@ -133,23 +180,14 @@ void DependencyEngine::Normalize(VarList const_vars, VarList mutable_vars, std::
       // last completed on it); start fetching it now, for writing, so the
       // misses of all the op's vars overlap instead of queueing up behind
       // each lock in EnqueueOnVars.
-      __builtin_prefetch(var, 1);
-      entries.push_back({var, VarTable::GenerationOf(handle), mode});
+      PrefetchForWrite(var);
+      accesses->push_back({var, VarTable::GenerationOf(handle), mode});
       ++position;
     }
   };
   add(const_vars, Access::kRead, "const");
   add(mutable_vars, Access::kWrite, "mutable");
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.var < b.var; });
-  links->clear();
-  for (const Entry& entry : entries) {
-    if (!links->empty() && links->back().var == entry.var) {
-      links->back().mode = links->back().mode | entry.mode;
-    } else {
-      links->push_back(VarLink{nullptr, entry.var, nullptr, entry.generation, entry.mode});
-    }
-  }
+  MergeRepeats(accesses);
 }
 
 // ---- Pushing ----------------------------------------------------------------
@@ -163,25 +201,34 @@ void DependencyEngine::PushAsync(AsyncFn fn, VarList const_vars, VarList mutable
                                  const OpAttrs& attrs) {
   CheckUsable("Engine::PushAsync");
   FlushBulk();
-  PushAsyncUnchecked(std::move(fn), const_vars, mutable_vars, attrs, "Engine::PushAsync");
+  PushUnchecked(std::move(fn), const_vars, mutable_vars, attrs, "Engine::PushAsync");
 }
 
-void DependencyEngine::PushAsyncUnchecked(AsyncFn fn, VarList const_vars, VarList mutable_vars,
-                                          const OpAttrs& attrs, std::string_view where) {
+template <typename Fn>
+void DependencyEngine::PushUnchecked(Fn fn, VarList const_vars, VarList mutable_vars,
+                                     const OpAttrs& attrs, std::string_view where) {
   if (!fn) throw InvalidArgument(fmt::format("[{}] op '{}': empty function", where, attrs.name));
   executor_->CheckContext(attrs.ctx, where, attrs.name);
-  auto block = std::make_unique<OprBlock>(this, std::move(fn), VarLinks(), attrs);
-  Normalize(const_vars, mutable_vars, where, attrs.name, &block->links);
+  VarAccesses accesses;
+  Normalize(const_vars, mutable_vars, where, attrs.name, &accesses);
+  OprBlock* block = OprBlock::New(this, accesses, attrs);
+  block->SetFn(std::move(fn));
   try {
-    Submit(std::move(block), where);
+    Submit(block, where);
   } catch (const InvalidArgument&) {
     // A stale var, found under its lock: name it by list and position.
-    VarLinks scratch;
-    Normalize(const_vars, mutable_vars, where, attrs.name, &scratch, /*check_generation=*/true);
+    Normalize(const_vars, mutable_vars, where, attrs.name, &accesses, /*check_generation=*/true);
     throw;
   }
 }
 
+template void DependencyEngine::PushUnchecked<AsyncFn>(AsyncFn, VarList, VarList, const OpAttrs&,
+                                                       std::string_view);
+template void DependencyEngine::PushUnchecked<SyncFn>(SyncFn, VarList, VarList, const OpAttrs&,
+                                                      std::string_view);
+
+// The function is kept as a SyncFn (no wrapper, so no allocation), and run
+// by Execute between the engine's own start and completion.
 void DependencyEngine::PushSync(SyncFn fn, VarList const_vars, VarList mutable_vars,
                                 const OpAttrs& attrs) {
   CheckUsable("Engine::PushSync");
@@ -190,13 +237,7 @@ void DependencyEngine::PushSync(SyncFn fn, VarList const_vars, VarList mutable_v
   }
   if (Bulk::Append(this, fn, const_vars, mutable_vars, attrs)) return;
   FlushBulk();
-  PushAsyncUnchecked(
-      [fn = std::move(fn)](RunContext ctx, const OnStart& on_start, const OnComplete& on_complete) {
-        on_start();
-        fn(ctx);
-        on_complete();
-      },
-      const_vars, mutable_vars, attrs, "Engine::PushSync");
+  PushUnchecked(std::move(fn), const_vars, mutable_vars, attrs, "Engine::PushSync");
 }
 
 OprHandle DependencyEngine::NewOperator(AsyncFn fn, VarList const_vars, VarList mutable_vars,
@@ -204,10 +245,11 @@ OprHandle DependencyEngine::NewOperator(AsyncFn fn, VarList const_vars, VarList 
   constexpr std::string_view kWhere = "Engine::NewOperator";
   CheckUsable(kWhere);
   if (!fn) throw InvalidArgument(fmt::format("[{}] op '{}': empty function", kWhere, attrs.name));
-  executor_->CheckContext(attrs.ctx, kWhere, attrs.name);
-  VarLinks links;
-  Normalize(const_vars, mutable_vars, kWhere, attrs.name, &links, /*check_generation=*/true);
-  return new Operator(std::move(fn), std::move(links), attrs);
+  // attrs.ctx and attrs.priority are not the op's: every Push names its own
+  // (see engine.h), so they are not checked here either.
+  VarAccesses accesses;
+  Normalize(const_vars, mutable_vars, kWhere, attrs.name, &accesses, /*check_generation=*/true);
+  return new Operator(std::move(fn), accesses, attrs);
 }
 
 void DependencyEngine::Push(OprHandle op, Context ctx, int priority) {
@@ -220,7 +262,7 @@ void DependencyEngine::Push(OprHandle op, Context ctx, int priority) {
   executor_->CheckContext(ctx, kWhere, op->name());
   FlushBulk();
   op->Ref();
-  Submit(std::make_unique<OprBlock>(this, op, ctx, priority), kWhere);
+  Submit(OprBlock::New(this, op, ctx, priority), kWhere);
 }
 
 void DependencyEngine::DeleteOperator(OprHandle op) {
@@ -238,31 +280,26 @@ void DependencyEngine::DeleteVariable(VarHandle var, SyncFn on_delete, Context c
   FlushBulk();
   executor_->CheckContext(ctx, kWhere, "DeleteVariable");
   Var* target = Resolve(var, kWhere);
-  AsyncFn fn = [on_delete = std::move(on_delete)](RunContext rc, const OnStart& start,
-                                                  const OnComplete& done) {
-    start();
-    if (on_delete) on_delete(rc);
-    done();
-  };
-  VarLinks links{VarLink{nullptr, target, nullptr, VarTable::GenerationOf(var), Access::kWrite}};
-  auto block =
-      std::make_unique<OprBlock>(this, std::move(fn), std::move(links),
-                                 OpAttrs{ctx, FnProperty::kDeleteVar, 0, "DeleteVariable"});
+  const VarAccess access{target, VarTable::GenerationOf(var), Access::kWrite};
+  OprBlock* block = OprBlock::New(this, std::span<const VarAccess>(&access, 1),
+                                  OpAttrs{ctx, FnProperty::kDeleteVar, 0, "DeleteVariable"});
+  block->SetFn(on_delete ? std::move(on_delete) : SyncFn([](RunContext) {}));
   block->deletes_var = true;
-  Submit(std::move(block), kWhere);
+  Submit(block, kWhere);
 }
 
-void DependencyEngine::Submit(std::unique_ptr<OprBlock> block, std::string_view where) {
+void DependencyEngine::Submit(OprBlock* block, std::string_view where) {
   block->seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
   const bool may_block = MayBlock();
   in_flight_.Admit(may_block);
   try {
-    EnqueueOnVars(block.get(), where);
+    EnqueueOnVars(block, where);
   } catch (...) {
     in_flight_.Finish();
+    block->Destroy();
     throw;
   }
-  OprBlock* submitted = block.release();
+  OprBlock* submitted = block;
   // NaiveEngine: a push returns once its op has finished, even when the op
   // completes from another thread. An op still waiting for its vars (pushed
   // from another thread while an op holds them) finishes later.
@@ -275,17 +312,17 @@ void DependencyEngine::Submit(std::unique_ptr<OprBlock> block, std::string_view 
   if (done) done->WaitForNotification();
 }
 
-// Two-phase locking: every var of the op is locked (in address order) before
-// the op is queued on any of them, so two ops that share vars are queued in
-// the same relative order on all of them.
-void DependencyEngine::EnqueueOnVars(OprBlock* block,
-                                     std::string_view where) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  VarLinks& links = block->links;
+// Pushes are serialized by push_mu_, so two ops that share vars are queued
+// in the same relative order on all of them, and a var's generation (bumped
+// only here, by a delete) cannot change during a push: every var is checked
+// first, then each is locked, appended to and unlocked in turn, so a
+// completing worker waits for at most one var's append.
+void DependencyEngine::EnqueueOnVars(OprBlock* block, std::string_view where) {
+  const std::span<VarLink> links = block->links();
   block->wait.store(static_cast<int>(links.size()) + 1, std::memory_order_relaxed);
-  for (const VarLink& link : links) link.var->mu().Lock();
+  SpinLockHolder push(&push_mu_);
   for (const VarLink& link : links) {
     if (!VarTable::IsCurrent(link.generation, *link.var)) {
-      for (const VarLink& locked : links) locked.var->mu().Unlock();
       throw InvalidArgument(fmt::format("[{}] op '{}': var (slot {}) {}", where, block->name,
                                         link.var->slot(),
                                         VarTable::Describe(VarTable::Lookup::kStale)));
@@ -293,11 +330,10 @@ void DependencyEngine::EnqueueOnVars(OprBlock* block,
   }
   ReadyList never_ready;  // the pusher's own count keeps the op from being ready
   for (VarLink& link : links) {
-    link.block = block;
+    SpinLockHolder lock(&link.var->mu());
     link.var->AppendLocked(&link, &never_ready);
+    if (block->deletes_var) link.var->BumpGenerationLocked();
   }
-  if (block->deletes_var) links.front().var->BumpGenerationLocked();
-  for (const VarLink& link : links) link.var->mu().Unlock();
 }
 
 // ---- Running ----------------------------------------------------------------
@@ -321,37 +357,54 @@ void DependencyEngine::Execute(OprBlock* block) {
   ThreadState& thread = CurrentThread();
   const OprBlock* outer = thread.running_op;
   thread.running_op = block;
-  const bool skip = block->inherited_error() && block->prop != FnProperty::kNoSkip &&
+  const bool skip = block->inherited_error().live() && block->prop != FnProperty::kNoSkip &&
                     block->prop != FnProperty::kDeleteVar;
   if (skip) {
     block->completed.store(true, std::memory_order_relaxed);
     OnOpComplete(block, nullptr);
   } else {
-    // The error is completed outside the handler, so that this thread's hold
-    // on the exception ends before other threads can see it.
-    std::exception_ptr error;
-    if (profiler_ != nullptr) {
-      block->profile_row = profiler_->CurrentThreadRow();
-      block->profile_begin_ns = profiler_->NowNs();
-    }
-    if (backend_ != nullptr) backend_->RangePush(block->name.c_str());
-    try {
-      if (block->ctx.is_gpu())
-        block->stream = backend_->StreamFor(block->ctx.device_id, block->name, block->stream);
-      block->fn(RunContext{block->ctx, block->stream.cuda, block->name}, block->MakeOnStart(),
-                block->MakeOnComplete());
-    } catch (...) {
-      error = std::current_exception();
-    }
-    if (backend_ != nullptr) backend_->RangePop();
-    if (error && !block->completed.exchange(true)) {
-      OnOpComplete(block, std::move(error));
-    } else if (error) {
-      Log().error("op '{}' threw after calling on_complete; the exception is dropped", block->name);
-    }
+    Run(block);
   }
   thread.running_op = outer;
   block->Unref();  // the engine's reference; callbacks may still hold theirs
+}
+
+// A sync op runs between the engine's own start and completion; an async op
+// gets OnStart and OnComplete objects and completes when it says so. Errors
+// are completed outside the handler, so that this thread's hold on the
+// exception ends before other threads can see it.
+void DependencyEngine::Run(OprBlock* block) {
+  std::exception_ptr error;
+  bool finished_sync = false;
+  if (profiler_ != nullptr) {
+    block->profile_row = profiler_->CurrentThreadRow();
+    block->profile_begin_ns = profiler_->NowNs();
+  }
+  if (backend_ != nullptr) backend_->RangePush(block->c_name());
+  try {
+    if (block->ctx.is_gpu()) {
+      block->stream = backend_->StreamFor(block->ctx.device_id, block->name, block->stream);
+    }
+    const RunContext context{block->ctx, block->stream.cuda, block->name};
+    if (block->is_sync()) {
+      OnOpStart(block);
+      block->sync_fn()(context);
+      finished_sync = true;
+    } else {
+      block->async_fn()(context, block->MakeOnStart(), block->MakeOnComplete());
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (backend_ != nullptr) backend_->RangePop();
+  if (finished_sync) {
+    block->completed.store(true, std::memory_order_relaxed);
+    OnOpComplete(block, nullptr);
+  } else if (error && !block->completed.exchange(true)) {
+    OnOpComplete(block, std::move(error));
+  } else if (error) {
+    Log().error("op '{}' threw after calling on_complete; the exception is dropped", block->name);
+  }
 }
 
 // Without GPUs, nothing: an op's inputs are complete when it is dispatched.
@@ -379,95 +432,129 @@ void DependencyEngine::OnOpComplete(OprBlock* block, std::exception_ptr error) {
       error = std::current_exception();
     }
   }
-  if (error) {
-    RecordError(error);
-  } else {
-    error = block->inherited_error();
-  }
+  // The op's own error is a new one; otherwise it passes on what it
+  // inherited, unless a wait has reported that meanwhile.
+  const ErrorRef outcome = error                             ? RecordError(std::move(error), *block)
+                           : block->inherited_error().live() ? block->inherited_error()
+                                                             : ErrorRef();
   Notification* done = block->done;
   // An op that completes itself on its worker is at its end (sync ops always
   // are), so the worker may run what the op made ready next. Ops completed
   // from another thread never hold their dependents back on that thread.
   const bool continuation = CurrentThread().running_op == block;
-  ReleaseVars(block, error, continuation);
+  ReleaseVars(block, outcome, continuation);
   in_flight_.Finish();
   if (done != nullptr) done->Notify();
 }
 
-void DependencyEngine::ReleaseVars(OprBlock* block, const std::exception_ptr& error,
-                                   bool continuation) {
+void DependencyEngine::ReleaseVars(OprBlock* block, const ErrorRef& error, bool continuation) {
   // As in Normalize: fetch every var's line at once, not one lock at a time.
-  for (const VarLink& link : block->links) __builtin_prefetch(link.var, 1);
+  for (const VarLink& link : block->links()) PrefetchForWrite(link.var);
   ReadyList ready;
-  for (VarLink& link : block->links) {
+  WokenList woken;
+  for (VarLink& link : block->links()) {
     if (block->deletes_var) {
       if (backend_ != nullptr) backend_->ForgetVar(link.var);
       vars_.Recycle(link.var);
     } else if (Writes(link.mode)) {
-      link.var->CompleteWrite(error, &ready);
+      // A waiter follows the GPU work of the write that wakes it: the op's
+      // own fence, or for a write without one (a CPU op, a skipped op) the
+      // GPU write before it, which the var's SyncObject still holds.
+      const Var& var = *link.var;
+      auto fill_fence = [&](VarWaiter& waiter) {
+        waiter.fence = !block->fence.empty() ? block->fence : WriterFenceLocked(var);
+      };
+      link.var->CompleteWrite(error, &ready, &woken, fill_fence);
     } else {
       link.var->CompleteRead(&ready);
     }
   }
+  woken.NotifyAll();
   Dispatch(ready, continuation);
 }
 
 // ---- Errors and waits ---------------------------------------------------------
 
-void DependencyEngine::RecordError(const std::exception_ptr& error) {
+ErrorRef DependencyEngine::RecordError(std::exception_ptr error, const OprBlock& block) {
+  ErrorRef record = ErrorRef::Make(std::move(error), block.name);
+  Log().debug("op '{}' failed: {}", block.name, DescribeException(record->exception()));
   MutexLock lock(&error_mu_);
-  if (!first_error_) first_error_ = error;
+  // Errors reported by WaitForVar or Throw are done with; drop them now and
+  // then, so that a program that never calls WaitForAll keeps none.
+  if (errors_.size() >= kPruneErrorsAt) {
+    std::erase_if(errors_, [](const ErrorRef& e) { return !e.live(); });
+  }
+  errors_.push_back(record);
+  return record;
 }
 
-void DependencyEngine::ForgetError(const std::exception_ptr& error) {
-  MutexLock lock(&error_mu_);
-  if (first_error_ == error) first_error_ = nullptr;
+void DependencyEngine::ReportIfFirst(const ErrorRef& error) {
+  if (error && error->MarkReported()) std::rethrow_exception(error->exception());
 }
 
+GpuFence DependencyEngine::WriterFenceLocked(const Var& var) const {
+  if (backend_ == nullptr || !options_.async_gpu) return {};
+  return backend_->WriterFence(var);
+}
+
+// Waits for the writes pushed before this call, and for nothing else: the
+// var counts its pending writes, and a waiter is woken by the completion
+// that brings the var's version to the count it saw (var.h). No op is
+// pushed, so no worker is needed and pending reads are not waited for.
 void DependencyEngine::WaitForVar(VarHandle handle) {
   constexpr std::string_view kWhere = "Engine::WaitForVar";
   CheckUsable(kWhere, /*in_op_ok=*/false);
   FlushBulk();
   Var* var = Resolve(handle, kWhere);
-  // A no-skip read of the var: it runs once every earlier write is done, and
-  // while it holds the read no later write can change the var's error.
-  Notification done;
-  std::exception_ptr seen;
-  PushAsyncUnchecked(
-      [&](RunContext, const OnStart& start, const OnComplete& complete) {
-        start();
-        seen = var->PeekError();
-        done.Notify();
-        complete();
-      },
-      {handle}, {}, OpAttrs{Context::CPU(), FnProperty::kNoSkip, 0, "WaitForVar"}, kWhere);
-  done.WaitForNotification();
-  if (!seen) return;
-  var->ClearErrorIf(seen);
-  ForgetError(seen);
-  std::rethrow_exception(seen);
+  VarWaiter waiter;
+  bool registered = false;
+  {
+    SpinLockHolder lock(&var->mu());
+    if (!VarTable::IsCurrent(VarTable::GenerationOf(handle), *var)) {
+      throw InvalidArgument(fmt::format("[{}] var (handle {:#x}) {}", kWhere, handle.bits(),
+                                        VarTable::Describe(VarTable::Lookup::kStale)));
+    }
+    registered = var->AddWaiterLocked(&waiter);
+    if (!registered) waiter.fence = WriterFenceLocked(*var);
+  }
+  if (registered) waiter.woken.WaitForNotification();
+  if (!waiter.fence.empty()) backend_->HostWait(waiter.fence, kWhere);
+  ReportIfFirst(waiter.error);
 }
 
+// Every error since the last report: one is rethrown as it was thrown,
+// several travel together in an OpErrors (and are logged one by one).
 void DependencyEngine::WaitForAll() {
   CheckUsable("Engine::WaitForAll", /*in_op_ok=*/false);
   FlushBulk();
   in_flight_.WaitIdle();
   if (backend_ != nullptr) backend_->SynchronizeAll();  // the Async engines' GPU work
-  std::exception_ptr error;
+  std::vector<ErrorRef> errors;
   {
     MutexLock lock(&error_mu_);
-    error = std::exchange(first_error_, nullptr);
+    errors.swap(errors_);
   }
-  if (error) std::rethrow_exception(error);
+  std::erase_if(errors, [](ErrorRef& e) { return !e->MarkReported(); });
+  if (errors.empty()) return;
+  if (errors.size() == 1) std::rethrow_exception(errors.front()->exception());
+  std::vector<std::exception_ptr> exceptions;
+  std::vector<std::string> ops;
+  std::string message =
+      fmt::format("[Engine::WaitForAll] {} ops failed since the last report", errors.size());
+  for (const ErrorRef& error : errors) {
+    const std::string what = DescribeException(error->exception());
+    Log().error("[Engine::WaitForAll] op '{}' failed: {}", error->op(), what);
+    message += fmt::format("{} op '{}': {}", exceptions.empty() ? ":" : ";", error->op(), what);
+    exceptions.push_back(error->exception());
+    ops.push_back(error->op());
+  }
+  throw OpErrors(message, std::move(exceptions), std::move(ops));
 }
 
 void DependencyEngine::Throw(VarHandle handle) {
   CheckUsable("Engine::Throw");
   FlushBulk();
-  std::exception_ptr error = Resolve(handle, "Engine::Throw")->TakeError();
-  if (!error) return;
-  ForgetError(error);
-  std::rethrow_exception(error);
+  ReportIfFirst(Resolve(handle, "Engine::Throw")->error());
 }
 
 uint64_t DependencyEngine::VarVersion(VarHandle handle) const {

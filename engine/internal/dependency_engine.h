@@ -6,11 +6,12 @@
 // ThreadedEnginePerDevice.
 //
 // Life of an op: Push* validates and normalizes its vars, counts it in
-// pending_ (blocking past max_in_flight unless called by a worker or an op),
-// and queues it on its vars under two-phase locking (see var.h). The thread
-// that grants its last var dispatches it. Execute runs it, or skips it when
-// an input carries an error; OnComplete releases its vars, which dispatches
-// the ops they were holding back.
+// in_flight_ (blocking past max_in_flight unless called by a worker or an
+// op), and queues it on its vars, one push at a time (push_mu_). The
+// thread that grants its last var dispatches it. Execute runs it, or skips
+// it when an input carries a live error (op_error.h); OnOpComplete releases
+// its vars, which dispatches the ops they were holding back and wakes the
+// WaitForVar callers whose writes are done.
 //
 // Thread safety: thread-safe (see engine.h).
 
@@ -19,6 +20,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "engine/internal/executors.h"
@@ -27,6 +29,7 @@
 #include "engine/internal/mutex.h"
 #include "engine/internal/opr_block.h"
 #include "engine/internal/profiler.h"
+#include "engine/internal/spin_lock.h"
 #include "engine/internal/var_table.h"
 
 namespace ember::engine::internal {
@@ -64,26 +67,37 @@ class DependencyEngine final : public Engine {
   // also refuses calls from inside an op (waits).
   void CheckUsable(std::string_view where, bool in_op_ok = true) const;
   Var* Resolve(VarHandle handle, std::string_view where) const;
-  // Resolves and normalizes an op's vars into `links`: one link per var,
-  // sorted by address, a write wins. Stale handles are caught later, under
-  // the vars' locks, unless `check_generation` is set (the error path sets
-  // it to name the offending var).
+  // Resolves and normalizes an op's vars into `accesses`: one per var, a
+  // write wins. Stale handles are caught later, under push_mu_, unless
+  // `check_generation` is set (the error path sets it to name the
+  // offending var).
   void Normalize(VarList const_vars, VarList mutable_vars, std::string_view where,
-                 std::string_view op_name, VarLinks* links, bool check_generation = false) const;
+                 std::string_view op_name, VarAccesses* accesses,
+                 bool check_generation = false) const;
 
-  void PushAsyncUnchecked(AsyncFn fn, VarList const_vars, VarList mutable_vars,
-                          const OpAttrs& attrs, std::string_view where);
+  // PushAsync and PushSync after their entry checks: `Fn` is AsyncFn or
+  // SyncFn, kept as it is in the op's block.
+  template <typename Fn>
+  void PushUnchecked(Fn fn, VarList const_vars, VarList mutable_vars, const OpAttrs& attrs,
+                     std::string_view where);
   // Counts, queues and (when ready) dispatches a new block. Takes ownership.
-  void Submit(std::unique_ptr<OprBlock> block, std::string_view where);
+  void Submit(OprBlock* block, std::string_view where);
   void EnqueueOnVars(OprBlock* block, std::string_view where);
   // Hands ready ops to the executor; `continuation` when the calling thread
   // made them ready by finishing the op it runs.
   void Dispatch(const ReadyList& ready, bool continuation = false);
   void Execute(OprBlock* block);
-  void ReleaseVars(OprBlock* block, const std::exception_ptr& error, bool continuation);
+  // Runs a block that is not skipped.
+  void Run(OprBlock* block);
+  void ReleaseVars(OprBlock* block, const ErrorRef& error, bool continuation);
 
-  void RecordError(const std::exception_ptr& error);
-  void ForgetError(const std::exception_ptr& error);
+  // A new unreported error of `block`, remembered for WaitForAll.
+  ErrorRef RecordError(std::exception_ptr error, const OprBlock& block);
+  // Reports `error` if no wait has: marks it and rethrows it.
+  static void ReportIfFirst(const ErrorRef& error);
+  // The GPU work of `var`'s last finished write, for a waiter (Async
+  // engines; empty otherwise). REQUIRES: var->mu() held.
+  GpuFence WriterFenceLocked(const Var& var) const;
   void FlushBulk();
 
   // Constant after construction.
@@ -96,6 +110,10 @@ class DependencyEngine final : public Engine {
   VarTable vars_;
   InFlight in_flight_;
   std::atomic<uint64_t> next_seq_{0};
+  // Serializes the queueing of pushes on their vars (EnqueueOnVars). A spin
+  // lock: it is held for a few hundred nanoseconds, and a pusher that slept
+  // on it would pay a context switch per op.
+  SpinLock push_mu_;
   // Null unless profiling. Declared before the backend, which flushes its
   // GPU spans into it when destroyed.
   std::unique_ptr<Profiler> profiler_;  // the pointer is constant
@@ -104,8 +122,10 @@ class DependencyEngine final : public Engine {
   std::unique_ptr<GpuBackend> backend_;  // the pointer is constant
   std::unique_ptr<Executor> executor_;   // the pointer is constant
 
+  // Every op error not yet reported by WaitForAll, in the order the ops
+  // failed (those reported by WaitForVar or Throw are skipped and pruned).
   Mutex error_mu_;
-  std::exception_ptr first_error_ ABSL_GUARDED_BY(error_mu_);
+  std::vector<ErrorRef> errors_ ABSL_GUARDED_BY(error_mu_);
 };
 
 }  // namespace ember::engine::internal

@@ -21,6 +21,13 @@ void Executor::CheckContext(Context ctx, std::string_view where, std::string_vie
 
 namespace {
 
+std::chrono::microseconds CpuSpin(const EngineOptions& options) {
+  return std::chrono::microseconds(options.cpu_worker_spin_us);
+}
+std::chrono::microseconds GpuSpin(const EngineOptions& options) {
+  return std::chrono::microseconds(options.gpu_worker_spin_us);
+}
+
 class InlineExecutor final : public Executor {
  public:
   InlineExecutor(int gpus, RunFn run) : Executor(gpus), run_(std::move(run)) {}
@@ -35,7 +42,7 @@ class PooledExecutor final : public Executor {
  public:
   PooledExecutor(const EngineOptions& options, int gpus, RunFn run)
       : Executor(gpus),
-        pool_("ember-pool", options.pool_workers, MakeFifoQueue(), std::move(run),
+        pool_("ember-pool", options.pool_workers, MakeFifoQueue(CpuSpin(options)), std::move(run),
               {.continuations = true}) {}
   void Dispatch(OprBlock* block, bool continuation) override { pool_.Push(block, continuation); }
   void Stop() override { pool_.Stop(); }
@@ -56,14 +63,15 @@ struct DevicePools {
                 Lane(device, options, init)),
         copy_out(Name(device, "-out"), options.gpu_copy_workers, Fifo(options), run,
                  Lane(device, options, init)),
-        priority(Name(device, "-prio"), options.gpu_priority_workers, MakePriorityQueue(), run,
+        priority(Name(device, "-prio"), options.gpu_priority_workers,
+                 MakePriorityQueue(GpuSpin(options)), run,
                  {.gpu_device = device, .make_stream = [init, device] { return init(device); }}) {}
 
   static std::string Name(int device, const char* kind) {
     return fmt::format("ember-gpu{}{}", device, kind);
   }
   static std::unique_ptr<TaskQueue> Fifo(const EngineOptions& options) {
-    return MakeFifoQueue(std::chrono::microseconds(options.gpu_worker_spin_us));
+    return MakeFifoQueue(GpuSpin(options));
   }
   // FIFO GPU pools take continuations: their own, and in the Async engines
   // other pools' of the device (see worker_pool.h).
@@ -103,8 +111,10 @@ class PerDeviceExecutor final : public Executor {
   PerDeviceExecutor(const EngineOptions& options, int gpus, const RunFn& run,
                     const GpuThreadInit& gpu_thread_init)
       : Executor(gpus),
-        cpu_("ember-cpu", options.cpu_workers, MakeFifoQueue(), run, {.continuations = true}),
-        cpu_priority_("ember-cpu-prio", options.cpu_priority_workers, MakePriorityQueue(), run) {
+        cpu_("ember-cpu", options.cpu_workers, MakeFifoQueue(CpuSpin(options)), run,
+             {.continuations = true}),
+        cpu_priority_("ember-cpu-prio", options.cpu_priority_workers,
+                      MakePriorityQueue(CpuSpin(options)), run) {
     for (int d = 0; d < gpus; ++d) {
       gpu_.push_back(std::make_unique<DevicePools>(d, options, run, gpu_thread_init));
     }

@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "engine/engine_options.h"
+#include "engine/internal/gpu_fence.h"
 
 namespace ember::engine::internal {
 
@@ -48,9 +49,17 @@ class GpuBackend {
 
   // REQUIRES: block->stream is the running thread's stream.
   virtual void OnStartGpu(OprBlock* block) = 0;
-  // Throws CudaError (the op's error) when the launch failed.
+  // Throws CudaError (the op's error) when the launch failed. The Async
+  // engines record the op's event in block->fence.
   virtual void OnCompleteGpu(OprBlock* block) = 0;
   virtual void OnStartCpu(OprBlock* block) = 0;
+
+  // The Async engines: the event of the var's newest GPU write, if the GPU
+  // may not have passed it yet; empty otherwise.
+  [[nodiscard]] virtual GpuFence WriterFence(const Var& var) = 0;
+  // Blocks the calling thread until `fence` has passed; throws CudaError
+  // naming `who`.
+  virtual void HostWait(const GpuFence& fence, std::string_view who) = 0;
 
   // The var is deleted: forget its events.
   virtual void ForgetVar(const Var* var) = 0;

@@ -250,7 +250,7 @@ class CudaBackend final : public GpuBackend {
     CudaCheckForOp(cudaGetLastError(), "kernel launch", block->name);
     SyncStream& stream = Stream(block);
     if (timeline_ && block->profile_gpu_begin != nullptr) {
-      timeline_->Add(block->name, block->ctx.device_id, stream.id(),
+      timeline_->Add(std::string(block->name), block->ctx.device_id, stream.id(),
                      static_cast<cudaEvent_t>(block->profile_gpu_begin),
                      GpuTimeline::Mark(stream.get()));
       block->profile_gpu_begin = nullptr;
@@ -260,7 +260,8 @@ class CudaBackend final : public GpuBackend {
       return;
     }
     const StreamEvent event = stream.Record(block->name);
-    for (const VarLink& link : block->links) objects_.For(*link.var).Completed(link.mode, event);
+    for (const VarLink& link : block->links()) objects_.For(*link.var).Completed(link.mode, event);
+    block->fence = ToFence(event);
   }
 
   void OnStartCpu(OprBlock* block) override {
@@ -270,9 +271,22 @@ class CudaBackend final : public GpuBackend {
     const int64_t begin = profiler_ != nullptr ? profiler_->NowNs() : 0;
     HostWaitFor(waits, block->name);
     if (profiler_ != nullptr) {
-      profiler_->ThreadSpan(profiler_->CurrentThreadRow(), "host wait: " + block->name, "host-wait",
-                            begin, profiler_->NowNs());
+      profiler_->ThreadSpan(profiler_->CurrentThreadRow(),
+                            fmt::format("host wait: {}", block->name), "host-wait", begin,
+                            profiler_->NowNs());
     }
+  }
+
+  GpuFence WriterFence(const Var& var) override {
+    EventWaits waits;
+    objects_.For(var).CollectWaits(Access::kRead, &waits);  // a read waits for the writer only
+    return waits.empty() ? GpuFence{} : ToFence(waits.front());
+  }
+
+  void HostWait(const GpuFence& fence, std::string_view who) override {
+    const StreamEvent event{static_cast<const SyncStream*>(fence.stream), fence.sequence,
+                            static_cast<cudaEvent_t>(fence.event)};
+    HostWaitFor(std::span<const StreamEvent>(&event, 1), who);
   }
 
   void ForgetVar(const Var* var) override { objects_.For(*var).Clear(); }
@@ -292,10 +306,15 @@ class CudaBackend final : public GpuBackend {
 
  private:
   // The events `block` must follow before touching its vars.
-  EventWaits Waits(const OprBlock& block) {
+  EventWaits Waits(OprBlock& block) {
     EventWaits waits;
-    for (const VarLink& link : block.links) objects_.For(*link.var).CollectWaits(link.mode, &waits);
+    for (const VarLink& link : block.links())
+      objects_.For(*link.var).CollectWaits(link.mode, &waits);
     return waits;
+  }
+
+  static GpuFence ToFence(const StreamEvent& event) {
+    return GpuFence{event.stream, event.sequence, event.event};
   }
 
   static SyncStream& Stream(OprBlock* block) {

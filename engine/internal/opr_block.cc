@@ -1,31 +1,63 @@
 #include "engine/internal/opr_block.h"
 
+#include <new>
+
+#include "engine/internal/block_pool.h"
+#include "engine/internal/op_names.h"
+
 namespace ember::engine::internal {
 
-// Members are initialized in declaration order, so `fn` and `name` refer to
-// own_fn_ and own_name_ before those are constructed; they are only read
-// after construction.
-OprBlock::OprBlock(DependencyEngine* engine, AsyncFn fn, VarLinks vars, const OpAttrs& attrs)
-    : engine(engine),
-      shared_op(nullptr),
-      fn(own_fn_),
-      name(own_name_),
-      prop(attrs.prop),
-      ctx(attrs.ctx),
-      priority(attrs.priority),
-      links(std::move(vars)),
-      own_fn_(std::move(fn)),
-      own_name_(attrs.name) {}
+std::size_t OprBlock::BytesFor(std::size_t links) {
+  return sizeof(OprBlock) + links * sizeof(VarLink);
+}
 
-OprBlock::OprBlock(DependencyEngine* engine, Operator* op, Context ctx, int priority)
+OprBlock* OprBlock::New(DependencyEngine* engine, std::span<const VarAccess> vars,
+                        const OpAttrs& attrs) {
+  void* memory = BlockPool::Allocate(BytesFor(vars.size()));
+  return new (memory)
+      OprBlock(engine, nullptr, attrs.name, attrs.prop, attrs.ctx, attrs.priority, vars);
+}
+
+OprBlock* OprBlock::New(DependencyEngine* engine, Operator* op, Context ctx, int priority) {
+  void* memory = BlockPool::Allocate(BytesFor(op->vars().size()));
+  return new (memory) OprBlock(engine, op, {}, op->prop(), ctx, priority, op->vars());
+}
+
+void OprBlock::Destroy() {
+  const std::size_t bytes = BytesFor(num_links);
+  this->~OprBlock();
+  BlockPool::Free(this, bytes);
+}
+
+namespace {
+
+// A one-shot push's name: interned, or copied into `own` once the intern
+// table is full.
+std::string_view NameOf(std::string_view name, std::string* own) {
+  bool interned = false;
+  const std::string_view stable = InternOpName(name, &interned);
+  if (interned) return stable;
+  *own = name;
+  return *own;
+}
+
+}  // namespace
+
+// own_name_ is declared (so constructed) before `name`, which may view it.
+OprBlock::OprBlock(DependencyEngine* engine, Operator* op, std::string_view own_name,
+                   FnProperty prop, Context ctx, int priority, std::span<const VarAccess> vars)
     : engine(engine),
       shared_op(op),
-      fn(op->fn()),
-      name(op->name()),
-      prop(op->prop()),
+      name(op != nullptr ? std::string_view(op->name()) : NameOf(own_name, &own_name_)),
+      prop(prop),
       ctx(ctx),
       priority(priority),
-      links(op->vars()) {}
+      num_links(static_cast<uint32_t>(vars.size())) {
+  VarLink* link = links().data();
+  for (const VarAccess& access : vars) {
+    new (link++) VarLink{this, access.var, nullptr, access.generation, access.mode};
+  }
+}
 
 OprBlock::~OprBlock() {
   if (shared_op != nullptr) shared_op->Unref();
@@ -34,7 +66,7 @@ OprBlock::~OprBlock() {
 // Several vars may grant (and hand over errors) concurrently; the first error
 // wins the flag and is the one written. Readers look only after the wait
 // count reached zero, which orders them after every writer.
-void OprBlock::InheritError(const std::exception_ptr& error) {
+void OprBlock::InheritError(const ErrorRef& error) {
   if (!has_error_.exchange(true, std::memory_order_relaxed)) inherited_error_ = error;
 }
 

@@ -3,30 +3,43 @@
 // Operator and OprBlock: an op as described, and one push of it in flight.
 //
 // An Operator (NewOperator) is a description pushed many times: function,
-// normalized vars (unique, sorted by address, a write wins) and attributes.
+// normalized vars (one per var, a write wins) and attributes.
 // A one-shot push (PushAsync, PushSync) has no Operator: its block holds the
-// function and vars itself, so that a push costs a single allocation.
+// function itself (a PushSync's as it came, not wrapped into an async one).
 //
-// An OprBlock lives from push to completion. Its wait count starts at the
-// number of vars plus one; each var grant takes one, the pusher takes the
-// last once all vars are queued, and whoever takes it to zero dispatches the
-// op. Its refs count the engine's own reference plus every live OnStart and
-// OnComplete, so a callback called late (or twice) never touches freed memory.
+// An OprBlock lives from push to completion, in one allocation with its
+// VarLinks right behind it, from the BlockPool: a push allocates nothing
+// else in the steady state. Its wait count starts at the number of vars
+// plus one; each var grant takes one, the pusher takes the last once all
+// vars are queued, and whoever takes it to zero dispatches the op. Its refs
+// count the engine's own reference plus every live OnStart and OnComplete,
+// so a callback called late (or twice) never touches freed memory.
+//
+// Fields by owner: the constant part is set before the op is queued; `seq`,
+// `wait`, links and `done` by the pushing thread before the op is queued
+// (then `wait` and the links' `next` change only under their vars' locks);
+// `stream`, `fence` and the profiling fields by the thread running the op
+// (or, for `stream`, the worker that lends it one before dispatching it);
+// `refs`, `completed` and the inherited error are atomic or ordered by
+// `wait` (see InheritError).
 //
 // Memory ordering: grants decrement `wait` with acq_rel, so the thread that
 // dispatches the op sees every error handed to it by InheritError.
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
-#include <exception>
+#include <span>
 #include <string>
+#include <vector>
 
 #include <absl/container/inlined_vector.h>
 
 #include "engine/engine.h"
 #include "engine/internal/access.h"
-#include "engine/internal/block_pool.h"
 #include "engine/internal/gpu_backend.h"
+#include "engine/internal/gpu_fence.h"
+#include "engine/internal/op_error.h"
 #include "engine/internal/var.h"
 
 namespace ember::engine::internal {
@@ -34,17 +47,23 @@ namespace ember::engine::internal {
 class DependencyEngine;
 class Notification;
 
-// A push's vars, normalized: one link per var, sorted by var address (the
-// order two-phase locking needs). Inline room for typical ops.
-using VarLinks = absl::InlinedVector<VarLink, 16>;
+// One var of a push, normalized: what a VarLink is made from.
+struct VarAccess {
+  Var* var = nullptr;
+  uint32_t generation = 0;  // of the handle, rechecked under the var's lock
+  Access mode = Access::kRead;
+};
+// A push's normalized vars: one per var. Inline room for every op short of
+// huge ones.
+using VarAccesses = absl::InlinedVector<VarAccess, 64>;
 
 class Operator {
  public:
-  Operator(AsyncFn fn, VarLinks vars, const OpAttrs& attrs)
-      : fn_(std::move(fn)), vars_(std::move(vars)), prop_(attrs.prop), name_(attrs.name) {}
+  Operator(AsyncFn fn, std::span<const VarAccess> vars, const OpAttrs& attrs)
+      : fn_(std::move(fn)), vars_(vars.begin(), vars.end()), prop_(attrs.prop), name_(attrs.name) {}
 
   const AsyncFn& fn() const { return fn_; }
-  const VarLinks& vars() const { return vars_; }
+  std::span<const VarAccess> vars() const { return vars_; }
   FnProperty prop() const { return prop_; }
   const std::string& name() const { return name_; }
 
@@ -58,50 +77,76 @@ class Operator {
 
  private:
   AsyncFn fn_;
-  VarLinks vars_;
+  std::vector<VarAccess> vars_;
   FnProperty prop_;
   std::string name_;
   std::atomic<int> refs_{1};
 };
 
-struct OprBlock {
-  // A one-shot push: the block owns the function and the (normalized) vars.
-  OprBlock(DependencyEngine* engine, AsyncFn fn, VarLinks vars, const OpAttrs& attrs);
-  // A push of a shared operator, which the block references until done.
-  OprBlock(DependencyEngine* engine, Operator* op, Context ctx, int priority);
-  ~OprBlock();
+struct alignas(alignof(VarLink)) OprBlock {
+ private:
+  // First, so that it exists before `name`, which may view it.
+  std::string own_name_;
+
+ public:
+  // A one-shot push of `vars`; its function is set with SetFn before the
+  // push. A push of a shared operator, which it references until done.
+  static OprBlock* New(DependencyEngine* engine, std::span<const VarAccess> vars,
+                       const OpAttrs& attrs);
+  static OprBlock* New(DependencyEngine* engine, Operator* op, Context ctx, int priority);
+  // Frees the block (called by the last Unref).
+  void Destroy();
+  // For owners outside the engine (tests): destroys on scope exit.
+  struct Deleter {
+    void operator()(OprBlock* block) const { block->Destroy(); }
+  };
+
   OprBlock(const OprBlock&) = delete;
   OprBlock& operator=(const OprBlock&) = delete;
 
-  // Blocks are freed on other threads than the one that made them; see
-  // block_pool.h for why their memory is recycled.
-  static void* operator new(std::size_t size) { return BlockPool::Allocate(size); }
-  static void operator delete(void* memory) { BlockPool::Free(memory); }
+  void SetFn(AsyncFn fn) { own_async_ = std::move(fn); }
+  void SetFn(SyncFn fn) { own_sync_ = std::move(fn); }
+  // A sync op (PushSync) runs its SyncFn between the engine's own start and
+  // completion, without OnStart/OnComplete objects.
+  [[nodiscard]] bool is_sync() const { return static_cast<bool>(own_sync_); }
+  [[nodiscard]] const SyncFn& sync_fn() const { return own_sync_; }
+  [[nodiscard]] const AsyncFn& async_fn() const {
+    return shared_op != nullptr ? shared_op->fn() : own_async_;
+  }
+
+  [[nodiscard]] std::span<VarLink> links() {
+    return {reinterpret_cast<VarLink*>(this + 1), num_links};
+  }
 
   // Hands the op an error found on one of its vars; the first one sticks.
-  void InheritError(const std::exception_ptr& error);
-  [[nodiscard]] const std::exception_ptr& inherited_error() const { return inherited_error_; }
+  void InheritError(const ErrorRef& error);
+  [[nodiscard]] const ErrorRef& inherited_error() const { return inherited_error_; }
 
   // Takes one dependency; true when it was the last.
   bool DecrementWait() { return wait.fetch_sub(1, std::memory_order_acq_rel) == 1; }
 
   void Ref() { refs.fetch_add(1, std::memory_order_relaxed); }
   void Unref() {
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) Destroy();
   }
+
+  // The name as a C string (NVTX): every source of `name` is a
+  // std::string's whole text, so a terminator follows it.
+  [[nodiscard]] const char* c_name() const { return name.empty() ? "" : name.data(); }
 
   OnStart MakeOnStart() { return OnStart(this); }
   OnComplete MakeOnComplete() { return OnComplete(this); }
 
   DependencyEngine* const engine;
   Operator* const shared_op;  // null for one-shot pushes
-  const AsyncFn& fn;          // own_fn_ or shared_op->fn()
-  const std::string& name;    // own_name_ or shared_op->name()
+  // The interned name (op_names.h), shared_op->name(), or own_name_ when
+  // the intern table is full; always followed by a '\0' (see c_name()).
+  const std::string_view name;
   const FnProperty prop;
   const Context ctx;
   const int priority;
+  const uint32_t num_links;
   uint64_t seq = 0;  // push order, for FIFO among equal priorities
-  VarLinks links;
   std::atomic<int> wait{0};
   std::atomic<int> refs{1};
   std::atomic<bool> completed{false};
@@ -111,16 +156,23 @@ struct OprBlock {
   Notification* done = nullptr;
   // GPU ops: the stream of the thread that runs the op (set when it runs).
   ThreadStream stream;
+  // Async GPU ops: the event recorded after the op's launch.
+  GpuFence fence;
   // Profiling: the row of the thread that ran the op and when it started.
   uint64_t profile_row = 0;
   int64_t profile_begin_ns = 0;
   void* profile_gpu_begin = nullptr;  // a timing cudaEvent_t, GPU ops only
 
  private:
-  AsyncFn own_fn_;
-  std::string own_name_;
+  OprBlock(DependencyEngine* engine, Operator* op, std::string_view own_name, FnProperty prop,
+           Context ctx, int priority, std::span<const VarAccess> vars);
+  ~OprBlock();
+  static std::size_t BytesFor(std::size_t links);
+
+  AsyncFn own_async_;
+  SyncFn own_sync_;
   std::atomic<bool> has_error_{false};
-  std::exception_ptr inherited_error_;
+  ErrorRef inherited_error_;
 };
 
 // Ops made ready while locks were held; dispatched after they are released.

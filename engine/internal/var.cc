@@ -4,17 +4,26 @@
 
 namespace ember::engine::internal {
 
+void WokenList::NotifyAll() {
+  while (head_ != nullptr) {
+    VarWaiter* waiter = head_;
+    head_ = waiter->next;
+    waiter->woken.Notify();  // may end the waiter's frame: nothing after this
+  }
+}
+
 void Var::GrantLocked(VarLink* link, ReadyList* ready) {
   if (Writes(link->mode)) {
     writing_ = true;
   } else {
     ++running_reads_;
   }
-  if (error_) link->block->InheritError(error_);
+  if (error_.live()) link->block->InheritError(error_);
   if (link->block->DecrementWait()) ready->Add(link->block);
 }
 
 void Var::AppendLocked(VarLink* link, ReadyList* ready) {
+  if (Writes(link->mode)) ++pending_writes_;
   const bool idle = head_ == nullptr && !writing_;
   if (idle && (!Writes(link->mode) || running_reads_ == 0)) {
     GrantLocked(link, ready);
@@ -47,27 +56,41 @@ void Var::CompleteRead(ReadyList* ready) {
   if (running_reads_ == 0) GrantFromQueueLocked(ready);
 }
 
-void Var::CompleteWrite(std::exception_ptr error, ReadyList* ready) {
+void Var::CompleteWrite(ErrorRef error, ReadyList* ready, WokenList* woken,
+                        absl::FunctionRef<void(VarWaiter&)> on_wake) {
   SpinLockHolder lock(&mu_);
   writing_ = false;
+  --pending_writes_;
   error_ = std::move(error);
-  version_.fetch_add(1, std::memory_order_release);
+  const uint64_t version = version_.fetch_add(1, std::memory_order_release) + 1;
+  for (VarWaiter** at = &waiters_; *at != nullptr;) {
+    VarWaiter* waiter = *at;
+    if (waiter->target_version > version) {
+      at = &waiter->next;
+      continue;
+    }
+    *at = waiter->next;
+    waiter->error = error_;
+    on_wake(*waiter);
+    woken->Add(waiter);
+  }
   GrantFromQueueLocked(ready);
 }
 
-void Var::ClearErrorIf(const std::exception_ptr& seen) {
-  SpinLockHolder lock(&mu_);
-  if (error_ == seen) error_ = nullptr;
+bool Var::AddWaiterLocked(VarWaiter* waiter) {
+  if (pending_writes_ == 0) {
+    waiter->error = error_.live() ? error_ : ErrorRef();
+    return false;
+  }
+  waiter->target_version = version_.load(std::memory_order_relaxed) + pending_writes_;
+  waiter->next = waiters_;
+  waiters_ = waiter;
+  return true;
 }
 
-std::exception_ptr Var::PeekError() {
+ErrorRef Var::error() {
   SpinLockHolder lock(&mu_);
-  return error_;
-}
-
-std::exception_ptr Var::TakeError() {
-  SpinLockHolder lock(&mu_);
-  return std::exchange(error_, nullptr);
+  return error_.live() ? error_ : ErrorRef();
 }
 
 void Var::BumpGenerationLocked() { generation_.fetch_add(1, std::memory_order_release); }
@@ -77,7 +100,9 @@ void Var::ResetForReuse() {
   head_ = tail_ = nullptr;
   running_reads_ = 0;
   writing_ = false;
-  error_ = nullptr;
+  error_ = ErrorRef();
+  pending_writes_ = 0;
+  waiters_ = nullptr;  // none can be left: a deleted var's handle is stale
   version_.store(0, std::memory_order_release);
 }
 

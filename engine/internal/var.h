@@ -1,7 +1,8 @@
 #pragma once
 
 // Var: the engine's state for one var: a FIFO of the accesses that wait for
-// it, and the accesses that currently hold it.
+// it, the accesses that currently hold it, and the threads waiting for its
+// writes (WaitForVar).
 //
 // Invariants, all under mu_:
 //  1. Holders are either one write (writing_) or any number of reads
@@ -10,19 +11,29 @@
 //     holders, every later entry also for the entries before it. A read is
 //     granted on arrival only when nothing is queued and nothing writes.
 //  3. An access is granted at most once; granting decrements its op's wait
-//     count and hands the op the var's current error (see OprBlock).
+//     count and hands the op the var's error if it is still live (see
+//     op_error.h).
+//  4. pending_writes_ counts the writes queued or holding the var, so the
+//     writes pushed so far number version_ + pending_writes_; a waiter
+//     registered then is woken once version_ reaches that number, that is
+//     by exactly the writes pushed before it, never by reads or later writes.
 //
-// Pushes lock all the vars of one op at once, in address order (two-phase
-// locking), so that two ops sharing vars are queued in the same order on all
-// of them; completions lock one var at a time. Hence no lock-order cycle.
+// Pushes are serialized by the engine (so two ops sharing vars are queued in
+// the same order on all of them) and, like completions, lock one var at a
+// time. While holding mu_ the engine may take the var's SyncObject lock (to
+// read a fence for a waiter), never the other way round.
 //
 // Thread safety: methods named *Locked require mu(); the others take it.
 
 #include <atomic>
 #include <cstdint>
-#include <exception>
+
+#include <absl/functional/function_ref.h>
 
 #include "engine/internal/access.h"
+#include "engine/internal/gpu_fence.h"
+#include "engine/internal/mutex.h"
+#include "engine/internal/op_error.h"
 #include "engine/internal/spin_lock.h"
 
 namespace ember::engine::internal {
@@ -38,8 +49,31 @@ struct VarLink {
   Access mode = Access::kRead;
 };
 
+// A thread blocked in WaitForVar, on its own stack until woken.
+struct VarWaiter {
+  uint64_t target_version = 0;  // woken once this many writes have finished
+  VarWaiter* next = nullptr;
+  ErrorRef error;  // what the target write left on the var
+  GpuFence fence;  // that write's GPU work, filled in by the waker
+  Notification woken;
+};
+
 // Ops made ready by a var transition, to be dispatched once no lock is held.
 class ReadyList;
+
+// Waiters woken by a write, to be notified once no lock is held. Notifying
+// one may end its WaitForVar, so the list reads `next` before each Notify.
+class WokenList {
+ public:
+  void Add(VarWaiter* waiter) {
+    waiter->next = head_;
+    head_ = waiter;
+  }
+  void NotifyAll();
+
+ private:
+  VarWaiter* head_ = nullptr;
+};
 
 // One cache line: see spin_lock.h for why that matters.
 class alignas(64) Var {
@@ -53,16 +87,22 @@ class alignas(64) Var {
   // Queues `link` behind the var's earlier accesses, or grants it now.
   void AppendLocked(VarLink* link, ReadyList* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // A granted read or write of the var has finished. A write leaves
-  // `error` (null on success) on the var and bumps its version.
+  // A granted read of the var has finished.
   void CompleteRead(ReadyList* ready);
-  void CompleteWrite(std::exception_ptr error, ReadyList* ready);
+  // A granted write has finished, leaving `error` (null on success) on the
+  // var and bumping its version. Waiters it satisfies are passed to
+  // `on_wake` (under the lock, before any later access is granted) and then
+  // added to `woken`.
+  void CompleteWrite(ErrorRef error, ReadyList* ready, WokenList* woken,
+                     absl::FunctionRef<void(VarWaiter&)> on_wake);
 
-  // The var's error, taken (cleared) only if it is still `seen`: a later
-  // write may have left a newer error, which a later wait must report.
-  void ClearErrorIf(const std::exception_ptr& seen);
-  std::exception_ptr PeekError();
-  std::exception_ptr TakeError();
+  // WaitForVar: when a write pushed before now is still pending, registers
+  // `waiter` to be woken by the last of them and returns true; otherwise
+  // fills waiter->error with the var's error and returns false.
+  bool AddWaiterLocked(VarWaiter* waiter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The var's error (null when none or already reported).
+  ErrorRef error();
 
   [[nodiscard]] uint64_t version() const { return version_.load(std::memory_order_acquire); }
 
@@ -85,10 +125,12 @@ class alignas(64) Var {
   int running_reads_ ABSL_GUARDED_BY(mu_) = 0;
   VarLink* head_ ABSL_GUARDED_BY(mu_) = nullptr;
   VarLink* tail_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::exception_ptr error_ ABSL_GUARDED_BY(mu_);
+  ErrorRef error_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> version_{0};
   std::atomic<uint32_t> generation_{1};
   uint32_t slot_ = 0;
+  uint32_t pending_writes_ ABSL_GUARDED_BY(mu_) = 0;
+  VarWaiter* waiters_ ABSL_GUARDED_BY(mu_) = nullptr;  // unordered
 };
 
 }  // namespace ember::engine::internal

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/error.h"
 #include "tests/engine/engine_cases.h"
 
 namespace ember::engine::testing {
@@ -137,6 +138,26 @@ TEST_P(DependencyEngineTest, PreBuiltOperatorRunsOncePerPush) {
   engine().WaitForVar(v);
   EXPECT_EQ(count, 100);
   EXPECT_EQ(engine().VarVersion(v), 100u);
+}
+
+// NewOperator's attrs give the op's property and name only; each Push names
+// the context and priority of its run (engine.h).
+TEST_P(DependencyEngineTest, PushNamesTheContextOfItsRunNotNewOperator) {
+  VarHandle v = engine().NewVariable();
+  std::vector<Context> ran_on;  // guarded by the engine: the op writes v
+  const Context absent_gpu = Context::GPU(1 << 20);
+  OprHandle op = engine().NewOperator(
+      [&ran_on](RunContext rc, const OnStart& start, const OnComplete& done) {
+        start();
+        ran_on.push_back(rc.ctx);
+        done();
+      },
+      {}, {v}, {.ctx = absent_gpu, .priority = 5, .name = "anywhere"});
+  engine().Push(op, Context::CPU());
+  EXPECT_THROW(engine().Push(op, absent_gpu), Unavailable);
+  engine().DeleteOperator(op);
+  engine().WaitForVar(v);
+  EXPECT_EQ(ran_on, (std::vector<Context>{Context::CPU()}));
 }
 
 TEST_P(DependencyEngineTest, DeleteVariableRunsAfterPendingOps) {

@@ -69,6 +69,7 @@ TEST(EngineOptionsTest, KnobsComeFromTheEnvironment) {
   ScopedEnv gpu_prio("EMBER_GPU_PRIORITY_NTHREADS", "3");
   ScopedEnv events("EMBER_GPU_EVENT_POOL_SIZE", "2");
   ScopedEnv spin("EMBER_GPU_WORKER_SPIN_US", "7");
+  ScopedEnv cpu_spin("EMBER_CPU_WORKER_SPIN_US", "9");
   ScopedEnv profile("ENGINE_PROFILE", "/tmp/trace.json");
   const EngineOptions options = EngineOptions::FromEnv();
   EXPECT_EQ(options.type, EngineType::kThreaded);
@@ -83,6 +84,7 @@ TEST(EngineOptionsTest, KnobsComeFromTheEnvironment) {
   EXPECT_EQ(options.gpu_priority_workers, 3);
   EXPECT_EQ(options.gpu_event_pool_size, 2);
   EXPECT_EQ(options.gpu_worker_spin_us, 7);
+  EXPECT_EQ(options.cpu_worker_spin_us, 9);
   EXPECT_EQ(options.profile_path, "/tmp/trace.json");
 }
 

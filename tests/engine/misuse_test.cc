@@ -29,7 +29,9 @@ void ExpectThrowWith(Fn&& call, const std::vector<std::string>& fragments) {
 }
 
 TEST_P(MisuseTest, BadVarListsAreRefusedWithWhereAndWhat) {
-  auto other = CreateEngine(EngineOptions{.type = EngineType::kNaive});
+  EngineOptions naive;
+  naive.type = EngineType::kNaive;
+  auto other = CreateEngine(naive);
   VarHandle good = engine().NewVariable();
   VarHandle deleted = engine().NewVariable();
   engine().DeleteVariable(deleted);

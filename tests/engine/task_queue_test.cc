@@ -4,6 +4,8 @@
 
 #include "engine/internal/task_queue.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -18,15 +20,22 @@
 namespace ember::engine {
 namespace {
 
+// User and system CPU time of this process so far.
+double ProcessCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 TEST(PriorityQueueTest, HighestPriorityFirstThenPushOrder) {
   auto queue = internal::MakePriorityQueue();
   auto* op = new internal::Operator(AsyncFn(), {}, OpAttrs{});
-  std::vector<std::unique_ptr<internal::OprBlock>> blocks;
+  std::vector<std::unique_ptr<internal::OprBlock, internal::OprBlock::Deleter>> blocks;
   const int priorities[] = {0, 5, -3, 5, 0, 9};
   for (int i = 0; i < 6; ++i) {
     op->Ref();
-    blocks.push_back(
-        std::make_unique<internal::OprBlock>(nullptr, op, Context::CPU(), priorities[i]));
+    blocks.emplace_back(internal::OprBlock::New(nullptr, op, Context::CPU(), priorities[i]));
     blocks.back()->seq = i;
     queue->Push(blocks.back().get());
   }
@@ -41,10 +50,10 @@ TEST(PriorityQueueTest, HighestPriorityFirstThenPushOrder) {
 TEST(FifoQueueTest, SpinningQueueDeliversWhilePollingAndAfterSleeping) {
   auto queue = internal::MakeFifoQueue(std::chrono::microseconds(2000));
   auto* op = new internal::Operator(AsyncFn(), {}, OpAttrs{});
-  std::vector<std::unique_ptr<internal::OprBlock>> blocks;
+  std::vector<std::unique_ptr<internal::OprBlock, internal::OprBlock::Deleter>> blocks;
   for (int i = 0; i < 3; ++i) {
     op->Ref();
-    blocks.push_back(std::make_unique<internal::OprBlock>(nullptr, op, Context::CPU(), 0));
+    blocks.emplace_back(internal::OprBlock::New(nullptr, op, Context::CPU(), 0));
     blocks.back()->seq = i;
   }
   std::vector<uint64_t> got;
@@ -60,6 +69,50 @@ TEST(FifoQueueTest, SpinningQueueDeliversWhilePollingAndAfterSleeping) {
   consumer.join();
   EXPECT_EQ(got, (std::vector<uint64_t>{0, 1, 2}));
   op->Unref();
+}
+
+// A spinning priority queue hands over ops pushed while it polls and after
+// its consumer went to sleep, in priority order, and closes.
+TEST(PriorityQueueTest, SpinningQueueDeliversWhilePollingAndAfterSleeping) {
+  auto queue = internal::MakePriorityQueue(std::chrono::microseconds(2000));
+  auto* op = new internal::Operator(AsyncFn(), {}, OpAttrs{});
+  std::vector<std::unique_ptr<internal::OprBlock, internal::OprBlock::Deleter>> blocks;
+  for (int i = 0; i < 3; ++i) {
+    op->Ref();
+    blocks.emplace_back(internal::OprBlock::New(nullptr, op, Context::CPU(), i));
+    blocks.back()->seq = i;
+  }
+  std::vector<uint64_t> got;
+  std::thread consumer([&] {
+    while (internal::OprBlock* block = queue->Pop()) got.push_back(block->seq);
+  });
+  queue->Push(blocks[0].get());  // taken while polling
+  std::this_thread::sleep_for(std::chrono::microseconds(500));
+  queue->Push(blocks[1].get());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the consumer sleeps now
+  queue->Push(blocks[2].get());
+  queue->Close(1);
+  consumer.join();
+  EXPECT_EQ(got, (std::vector<uint64_t>{0, 1, 2}));
+  op->Unref();
+}
+
+// Workers poll only for a bounded time after their last op: an engine that
+// nothing is pushed to sleeps. A gross check (a spinning worker would take a
+// whole core), not a measurement: ember-bench-engine measures idle use.
+TEST(IdleEngineTest, IdleWorkersSleep) {
+  for (EngineType type : {EngineType::kThreaded, EngineType::kThreadedPerDevice}) {
+    EngineOptions options;
+    options.type = type;
+    auto engine = CreateEngine(options);
+    for (int i = 0; i < 1000; ++i) engine->PushSync([](RunContext) {}, {}, {});
+    engine->WaitForAll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past every spin window
+    const double before = ProcessCpuSeconds();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const double used = ProcessCpuSeconds() - before;
+    EXPECT_LT(used, 0.1) << ToString(type) << " used " << used << " s of CPU in 0.5 s idle";
+  }
 }
 
 TEST(PriorityPoolTest, PrioritizedOpsRunHighestFirst) {

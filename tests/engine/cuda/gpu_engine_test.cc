@@ -4,6 +4,7 @@
 // of launches travel like CPU errors. Skipped without a CUDA device.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <iterator>
@@ -198,6 +199,67 @@ TEST_P(GpuEngineTest, CpuOpReadingAGpuWrittenVarSeesTheFinalValue) {
   engine_->PushSync([&](RunContext) { seen = *value; }, {v}, {});
   engine_->WaitForAll();
   EXPECT_EQ(seen, 42);
+}
+
+// WaitForVar follows the GPU work of the writes it waits for (in the Async
+// engines the write's op completes at launch, its kernel runs on).
+TEST_P(GpuEngineTest, WaitForVarWaitsForTheGpuWorkOfEarlierWrites) {
+  Pinned<int> pinned_value(1);
+  int* value = pinned_value.get();
+  VarHandle v = engine_->NewVariable();
+  for (int round = 1; round <= 5; ++round) {
+    engine_->PushAsync(
+        [value, round](RunContext ctx, const OnStart& start, const OnComplete& done) {
+          start();
+          LaunchDelayedStore(static_cast<cudaStream_t>(ctx.stream), value, round, 20000);
+          done();
+        },
+        {}, {v}, {.ctx = Context::GPU(0), .name = "slow-store"});
+    engine_->WaitForVar(v);
+    EXPECT_EQ(*value, round) << "WaitForVar returned before the kernel of the write";
+  }
+  // Also when the write that wakes the waiter came from a CPU op reading
+  // GPU work, and when nothing is pending any more.
+  engine_->PushSync([value](RunContext) { *value += 100; }, {}, {v});
+  engine_->WaitForVar(v);
+  EXPECT_EQ(*value, 105);
+  engine_->WaitForVar(v);
+}
+
+// ...and not the GPU work of a write pushed after it: the waiter follows
+// the fence of the write that woke it, not whatever the var holds by then.
+TEST_P(GpuEngineTest, WaitForVarDoesNotWaitForTheGpuWorkOfLaterWrites) {
+  Pinned<int> pinned_value(1);
+  int* value = pinned_value.get();
+  VarHandle v = engine_->NewVariable();
+  auto store = [&](int stored, int delay_us) {
+    engine_->PushAsync(
+        [value, stored, delay_us](RunContext ctx, const OnStart& start, const OnComplete& done) {
+          start();
+          LaunchDelayedStore(static_cast<cudaStream_t>(ctx.stream), value, stored, delay_us);
+          done();
+        },
+        {}, {v}, {.ctx = Context::GPU(0), .name = "store"});
+  };
+  store(1, 20'000);
+  std::atomic<int> seen{-1};
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    engine_->WaitForVar(v);
+    seen = *value;
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the waiter registers first
+  store(2, 1'000'000);                                         // a 1 s kernel
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
+  while (!returned.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(returned.load()) << "WaitForVar waited for the kernel of a later write";
+  waiter.join();
+  EXPECT_EQ(seen.load(), 1);
+  engine_->WaitForAll();
+  EXPECT_EQ(*value, 2);
 }
 
 TEST_P(GpuEngineTest, CopiesBothWaysThroughTheCopyWorkers) {
