@@ -5,11 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "engine/base/mutex.h"
 #include "engine/engine.h"
 #include "engine/error.h"
 #include "engine/internal/dependency_engine.h"
 #include "engine/internal/fork_guard.h"
-#include "engine/internal/mutex.h"
 
 namespace ember::engine {
 namespace {
@@ -38,7 +38,7 @@ void Validate(const EngineOptions& options) {
 // atexit handler rather than a static destructor so that the handler can
 // skip it in a forked child, whose copy has no worker threads to join.
 struct Global {
-  internal::Mutex mu;
+  Mutex mu;
   Engine* engine ABSL_GUARDED_BY(mu) = nullptr;
   uint64_t fork_generation ABSL_GUARDED_BY(mu) = 0;
 };
@@ -55,11 +55,11 @@ void DestroyGlobalAtExit() {
   Global& global = TheGlobal();
   Engine* engine = nullptr;
   {
-    internal::MutexLock lock(&global.mu);
+    MutexLock lock(&global.mu);
     if (global.fork_generation == internal::ForkGeneration()) engine = global.engine;
   }
   delete engine;
-  internal::MutexLock lock(&global.mu);
+  MutexLock lock(&global.mu);
   global.engine = nullptr;
 }
 
@@ -72,7 +72,7 @@ std::unique_ptr<Engine> CreateEngine(const EngineOptions& options) {
 
 Engine& Engine::Get() {
   Global& global = TheGlobal();
-  internal::MutexLock lock(&global.mu);
+  MutexLock lock(&global.mu);
   const uint64_t generation = internal::ForkGeneration();
   if (global.engine == nullptr || global.fork_generation != generation) {
     // After fork() the parent's engine is left alone (leaked in the child):

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "ops/internal/counter_random.h"
 #include "ops/internal/dense_checks.h"
 #include "ops/internal/elementwise_kernels.h"
 
@@ -59,6 +60,8 @@ void Binary(std::string_view op, ElementwiseOp kind, const Tensor& a, const Tens
 }
 
 }  // namespace
+
+uint64_t RandomBits(uint64_t seed, uint64_t counter) { return internal::RandomBits(seed, counter); }
 
 void AddBias(Tensor& y, const Tensor& bias) {
   static constexpr std::string_view kOp = "AddBias";

@@ -52,16 +52,25 @@ void ReluGrad(const Tensor& dy, const Tensor& y, Tensor& dx);
 // x[i] = value. Writes x.
 void Fill(Tensor& x, float value);
 
-// Seeded random fills. x[i] depends on (seed, i) only (a counter-based
-// generator, ops/internal/counter_random.h): the CPU and the GPU produce
-// the same bits, and a tensor of n elements gets the first n values of any
-// larger one with the same seed. Use distinct seeds for distinct tensors.
-// Uniform in [lo, hi) (hi only by rounding), 24 random bits per element.
+// The counter-based generator behind the random fills: the 64 random bits
+// number `counter` of stream `seed` (SplitMix64 of the seed's SplitMix64
+// plus counter times the golden ratio). The CPU and the GPU compute the
+// same bits; a program can reproduce any fill with it.
+uint64_t RandomBits(uint64_t seed, uint64_t counter);
+
+// Seeded random fills. x[i] depends on (seed, i) only: the CPU and the GPU
+// produce the same bits, and a tensor of n elements gets the first n values
+// of any larger one with the same seed. Use distinct seeds for distinct
+// tensors.
+// Uniform in [lo, hi) (hi only by rounding), 24 random bits per element:
+// x[i] = lo + (hi - lo) * (RandomBits(seed, i) >> 40) * 2^-24.
 // REQUIRES (InvalidArgument): lo, hi finite, lo <= hi. Writes x.
 void RandomUniform(Tensor& x, uint64_t seed, float lo = 0.0f, float hi = 1.0f);
 // Normal(mean, stddev) by Box-Muller (a cosine per element, 106 random
-// bits). REQUIRES (InvalidArgument): mean, stddev finite, stddev >= 0.
-// Writes x.
+// bits): x[i] = mean + stddev * sqrt(-2 ln u1) cos(2 pi u2), with
+// u1 = ((RandomBits(seed, 2i) >> 11) + 1) * 2^-53 and
+// u2 = (RandomBits(seed, 2i + 1) >> 11) * 2^-53.
+// REQUIRES (InvalidArgument): mean, stddev finite, stddev >= 0. Writes x.
 void RandomNormal(Tensor& x, uint64_t seed, float mean = 0.0f, float stddev = 1.0f);
 
 // x *= alpha. Reads and writes x.

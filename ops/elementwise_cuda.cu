@@ -46,19 +46,20 @@ void ElementwiseCuda(const ElementwiseArgs& args, void* stream, std::string_view
     if (args.cols == 0) return;
     const unsigned blocks = static_cast<unsigned>((args.cols + kBiasCols - 1) / kBiasCols);
     BiasGradKernel<<<blocks, dim3(kBiasCols, kBiasRows), 0, cuda_stream>>>(args);
-    return CheckLaunch("BiasGradKernel", op);
+    return CudaCheckLaunch("BiasGradKernel", op);
   }
   if (args.n == 0) return;
   if (args.op == ElementwiseOp::kCopy) {
-    return CheckCuda(cudaMemcpyAsync(args.out, args.a, static_cast<size_t>(args.n) * sizeof(float),
-                                     cudaMemcpyDeviceToDevice, cuda_stream),
-                     "cudaMemcpyAsync", op);
+    return CudaCheckForOp(
+        cudaMemcpyAsync(args.out, args.a, static_cast<size_t>(args.n) * sizeof(float),
+                        cudaMemcpyDeviceToDevice, cuda_stream),
+        "cudaMemcpyAsync", op);
   }
   VisitPointwise(args.op, [&](auto tag) {
     PointwiseKernel<decltype(tag)::kValue>
         <<<GridFor(args.n), kBlockThreads, 0, cuda_stream>>>(args);
   });
-  CheckLaunch("PointwiseKernel", op);
+  CudaCheckLaunch("PointwiseKernel", op);
 }
 
 }  // namespace ember::ops::internal

@@ -10,7 +10,7 @@
 // Precision: a row's gradient is summed in f64 (each term w_i * s_b * grad,
 // in index order) and rounded once to f32; the optimizer then runs in f32
 // on weights loaded as f32 (f16/bf16 widened exactly) and stores them
-// rounded to nearest even (half.h). f64 sums keep the reference close to
+// rounded to nearest even (storage/half.h). f64 sums keep the reference close to
 // the exact gradient, so that tests can bound the GPU's f32 sums against it.
 // Adam's bias corrections 1 - beta^step are computed in f64 and rounded to
 // f32, as the CUDA kernel's host code does.
@@ -25,7 +25,7 @@
 
 #include "ops/internal/embedding_bag_fault.h"
 #include "ops/internal/embedding_bag_kernels.h"
-#include "ops/internal/half.h"
+#include "storage/half.h"
 
 namespace ember::ops::internal {
 namespace {
@@ -87,9 +87,9 @@ class WeightRow {
   [[nodiscard]] float Load(int64_t c) const {
     switch (args_.weight_type) {
       case WeightType::kF16:
-        return HalfToFloat(static_cast<const uint16_t*>(args_.weights)[first_ + c]);
+        return storage::HalfToFloat(static_cast<const uint16_t*>(args_.weights)[first_ + c]);
       case WeightType::kBF16:
-        return Bf16ToFloat(static_cast<const uint16_t*>(args_.weights)[first_ + c]);
+        return storage::Bf16ToFloat(static_cast<const uint16_t*>(args_.weights)[first_ + c]);
       case WeightType::kF32:
         break;
     }
@@ -99,10 +99,10 @@ class WeightRow {
   void Store(int64_t c, float value) const {
     switch (args_.weight_type) {
       case WeightType::kF16:
-        static_cast<uint16_t*>(args_.weights)[first_ + c] = FloatToHalf(value);
+        static_cast<uint16_t*>(args_.weights)[first_ + c] = storage::FloatToHalf(value);
         return;
       case WeightType::kBF16:
-        static_cast<uint16_t*>(args_.weights)[first_ + c] = FloatToBf16(value);
+        static_cast<uint16_t*>(args_.weights)[first_ + c] = storage::FloatToBf16(value);
         return;
       case WeightType::kF32:
         break;

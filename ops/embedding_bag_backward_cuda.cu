@@ -526,12 +526,12 @@ void LaunchUpdates(const Params& params, int sms, cudaStream_t stream, const cha
   ReduceKernel<W, 2><<<sms * 16, kReduceThreads, 0, stream>>>(params);
   ReduceKernel<W, 4><<<sms * 16, kReduceThreads, 0, stream>>>(params);
   ReduceKernel<W, 8><<<sms * 16, kReduceThreads, 0, stream>>>(params);
-  CheckLaunch("ReduceKernel", op);
+  CudaCheckLaunch("ReduceKernel", op);
   CombineKernel<W, 1><<<sms * 2, 32 * kCombineWarps, 0, stream>>>(params);
   CombineKernel<W, 2><<<sms * 2, 32 * kCombineWarps, 0, stream>>>(params);
   CombineKernel<W, 4><<<sms * 2, 32 * kCombineWarps, 0, stream>>>(params);
   CombineKernel<W, 8><<<sms * 2, 32 * kCombineWarps, 0, stream>>>(params);
-  CheckLaunch("CombineKernel", op);
+  CudaCheckLaunch("CombineKernel", op);
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -556,15 +556,15 @@ void TbeBackwardCuda(const TbeArgs& args, int device, void* stream_handle) {
   }
   const cudaStream_t stream = AsStream(stream_handle);
   int sms = 0;
-  CheckCuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-            "cudaDeviceGetAttribute", op);
+  CudaCheckForOp(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+                 "cudaDeviceGetAttribute", op);
 
   cub::DoubleBuffer<uint32_t> keys(nullptr, nullptr);
   cub::DoubleBuffer<uint32_t> positions(nullptr, nullptr);
   std::size_t sort_bytes = 0;
-  CheckCuda(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys, positions,
-                                            static_cast<int>(n), 0, 32, stream),
-            "cub::DeviceRadixSort::SortPairs (size)", op);
+  CudaCheckForOp(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys, positions,
+                                                 static_cast<int>(n), 0, 32, stream),
+                 "cub::DeviceRadixSort::SortPairs (size)", op);
   // Slots: two per chunk, as wide as the widest row can be (the dims are
   // only known on the device; total_dim bounds them).
   const int64_t widest = std::min<int64_t>(128 * kMaxVecs, (args.total_dim + 127) / 128 * 128);
@@ -577,22 +577,22 @@ void TbeBackwardCuda(const TbeArgs& args, int device, void* stream_handle) {
   Carver carver(static_cast<char*>(buffer.data()));
   const Temporaries tmp = Carve(carver, n, sort_bytes, slot_floats);
 
-  CheckCuda(cudaMemsetAsync(tmp.keys[0], 0xff, n * sizeof(uint32_t), stream), "cudaMemsetAsync",
-            op);
+  CudaCheckForOp(cudaMemsetAsync(tmp.keys[0], 0xff, n * sizeof(uint32_t), stream),
+                 "cudaMemsetAsync", op);
   const bool aligned = Aligned16(args.grad_output) && Aligned16(args.weights);
   PlanKernel<<<1, 1, 0, stream>>>(args, tmp.plan, tmp.slot_floats, aligned);
-  CheckLaunch("PlanKernel", op);
+  CudaCheckLaunch("PlanKernel", op);
   const auto build_blocks = static_cast<unsigned>(std::min<int64_t>((num_bags + 7) / 8, sms * 32));
   BuildKernel<<<build_blocks, 256, 0, stream>>>(args, tmp.keys[0], tmp.positions[0],
                                                 tmp.contributions);
-  CheckLaunch("BuildKernel", op);
+  CudaCheckLaunch("BuildKernel", op);
 
   keys = cub::DoubleBuffer<uint32_t>(tmp.keys[0], tmp.keys[1]);
   positions = cub::DoubleBuffer<uint32_t>(tmp.positions[0], tmp.positions[1]);
   std::size_t temp_bytes = tmp.sort_bytes;
-  CheckCuda(cub::DeviceRadixSort::SortPairs(tmp.sort_temp, temp_bytes, keys, positions,
-                                            static_cast<int>(n), 0, 32, stream),
-            "cub::DeviceRadixSort::SortPairs", op);
+  CudaCheckForOp(cub::DeviceRadixSort::SortPairs(tmp.sort_temp, temp_bytes, keys, positions,
+                                                 static_cast<int>(n), 0, 32, stream),
+                 "cub::DeviceRadixSort::SortPairs", op);
 
   Params params{args, tmp.plan, keys.Current(), positions.Current(), tmp.contributions, tmp.slots,
                 1.0f, 1.0f};

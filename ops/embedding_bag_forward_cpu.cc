@@ -10,7 +10,7 @@
 
 #include "ops/internal/embedding_bag_fault.h"
 #include "ops/internal/embedding_bag_kernels.h"
-#include "ops/internal/half.h"
+#include "storage/half.h"
 
 namespace ember::ops::internal {
 namespace {
@@ -23,11 +23,11 @@ struct F32 {
 };
 struct F16 {
   using Storage = uint16_t;
-  static float Load(uint16_t v) { return HalfToFloat(v); }
+  static float Load(uint16_t v) { return storage::HalfToFloat(v); }
 };
 struct BF16 {
   using Storage = uint16_t;
-  static float Load(uint16_t v) { return Bf16ToFloat(v); }
+  static float Load(uint16_t v) { return storage::Bf16ToFloat(v); }
 };
 
 template <typename Index, typename Weight>

@@ -35,8 +35,8 @@
 // (spills), kernels specialized for float4 rows or one column chunk, and
 // shuffling the 32-bit index instead of the address (none faster).
 //
-// CUDA calls are checked with ops/internal/cuda_launch.cuh (device code
-// compiles as C++17, so not with engine/internal/cuda/cuda_check.h).
+// CUDA calls are checked with the base layer's CudaCheckForOp and
+// CudaCheckLaunch (engine/cuda/check.h).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -264,7 +264,7 @@ void LaunchForward(const TbeArgs& args, const Index* indices, const Index* offse
       ForwardKernel<Index, __nv_bfloat16><<<blocks, kThreads, 0, stream>>>(args, indices, offsets);
       break;
   }
-  CheckLaunch("ForwardKernel", "EmbeddingBagForward");
+  CudaCheckLaunch("ForwardKernel", "EmbeddingBagForward");
 }
 
 // ---- Validation -----------------------------------------------------------
@@ -339,9 +339,9 @@ void LaunchValidate(const TbeArgs& args, const Index* indices, const Index* offs
   const unsigned blocks = BlocksFor(NumBags(args), "TbeValidateCuda");
   FindFaultKernel<Index>
       <<<blocks, kThreads, 0, stream>>>(args, indices, offsets, &record->first_bad);
-  CheckLaunch("FindFaultKernel", "TbeValidateCuda");
+  CudaCheckLaunch("FindFaultKernel", "TbeValidateCuda");
   DescribeFaultKernel<Index><<<1, kWarp, 0, stream>>>(args, indices, offsets, record);
-  CheckLaunch("DescribeFaultKernel", "TbeValidateCuda");
+  CudaCheckLaunch("DescribeFaultKernel", "TbeValidateCuda");
 }
 
 // ---- Upload ---------------------------------------------------------------
@@ -365,7 +365,7 @@ void TbeUploadCuda(const int64_t* values, int64_t count, int64_t* dst, int devic
     UploadChunk chunk;
     std::copy(values + first, values + first + n, chunk.values);
     StoreKernel<<<1, 128, 0, static_cast<cudaStream_t>(stream)>>>(chunk, n, dst + first);
-    CheckLaunch("StoreKernel", "TbeUploadCuda");
+    CudaCheckLaunch("StoreKernel", "TbeUploadCuda");
   }
 }
 
@@ -388,17 +388,17 @@ void TbeValidateCuda(const TbeArgs& args, int device, void* stream) {
   storage::Buffer buffer =
       storage::GetStorage(storage::MemoryKind::kDevice, device).Alloc(sizeof(FaultRecord), stream);
   auto* record = static_cast<FaultRecord*>(buffer.data());
-  CheckCuda(cudaMemsetAsync(&record->first_bad, 0xff, sizeof(record->first_bad), s),
-            "cudaMemsetAsync", "TbeValidateCuda");
+  CudaCheckForOp(cudaMemsetAsync(&record->first_bad, 0xff, sizeof(record->first_bad), s),
+                 "cudaMemsetAsync", "TbeValidateCuda");
   if (args.offsets32 != nullptr) {
     LaunchValidate(args, args.indices32, args.offsets32, record, s);
   } else {
     LaunchValidate(args, args.indices64, args.offsets64, record, s);
   }
   TbeFault fault;
-  CheckCuda(cudaMemcpyAsync(&fault, &record->fault, sizeof(fault), cudaMemcpyDeviceToHost, s),
-            "cudaMemcpyAsync of the verdict", "TbeValidateCuda");
-  CheckCuda(cudaStreamSynchronize(s), "cudaStreamSynchronize", "TbeValidateCuda");
+  CudaCheckForOp(cudaMemcpyAsync(&fault, &record->fault, sizeof(fault), cudaMemcpyDeviceToHost, s),
+                 "cudaMemcpyAsync of the verdict", "TbeValidateCuda");
+  CudaCheckForOp(cudaStreamSynchronize(s), "cudaStreamSynchronize", "TbeValidateCuda");
   if (fault.kind != TbeFaultKind::kNone) ThrowTbeFault(args, fault);
 }
 

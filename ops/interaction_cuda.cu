@@ -75,14 +75,14 @@ void InteractionForwardCuda(const InteractionArgs& args, void* stream, std::stri
   // Each warp is whole (the grid-stride loop keeps all lanes of a warp
   // together), as the full-mask shuffle requires.
   ForwardKernel<<<GridFor(warps * kWarp), kBlockThreads, 0, AsStream(stream)>>>(args);
-  CheckLaunch("InteractionForwardKernel", op);
+  CudaCheckLaunch("InteractionForwardKernel", op);
 }
 
 void InteractionBackwardCuda(const InteractionArgs& args, void* stream, std::string_view op) {
   const int64_t n = args.batch * args.features * args.dim;
   if (n == 0) return;
   BackwardKernel<<<GridFor(n), kBlockThreads, 0, AsStream(stream)>>>(args);
-  CheckLaunch("InteractionBackwardKernel", op);
+  CudaCheckLaunch("InteractionBackwardKernel", op);
 }
 
 }  // namespace ember::ops::internal

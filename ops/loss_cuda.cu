@@ -44,15 +44,15 @@ __global__ void SigmoidKernel(LossArgs args) {
 
 void BceCuda(const LossArgs& args, void* stream, std::string_view op) {
   BceGradKernel<<<GridFor(args.n), kBlockThreads, 0, AsStream(stream)>>>(args);
-  CheckLaunch("BceGradKernel", op);
+  CudaCheckLaunch("BceGradKernel", op);
   BceLossKernel<<<1, kReduceThreads, 0, AsStream(stream)>>>(args);
-  CheckLaunch("BceLossKernel", op);
+  CudaCheckLaunch("BceLossKernel", op);
 }
 
 void SigmoidCuda(const LossArgs& args, void* stream, std::string_view op) {
   if (args.n == 0) return;
   SigmoidKernel<<<GridFor(args.n), kBlockThreads, 0, AsStream(stream)>>>(args);
-  CheckLaunch("SigmoidKernel", op);
+  CudaCheckLaunch("SigmoidKernel", op);
 }
 
 }  // namespace ember::ops::internal

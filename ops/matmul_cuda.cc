@@ -17,7 +17,6 @@
 // B swapped and m and n swapped, each keeping its transpose flag.
 
 #include <cstddef>
-#include <source_location>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,8 +25,8 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include "engine/cuda/check.h"
 #include "engine/error.h"
-#include "engine/internal/cuda/cuda_check.h"
 #include "ops/internal/matmul_kernels.h"
 
 namespace ember::ops::internal {
@@ -36,11 +35,11 @@ namespace {
 // Throws CudaError "[cublasSgemm of op 'Matmul'] CUBLAS_STATUS_... (text)
 // at ops/matmul_cuda.cc:NN" unless `status` is a success.
 void CublasCheck(cublasStatus_t status, std::string_view call, std::string_view op,
-                 std::source_location where = std::source_location::current()) {
+                 SourcePlace where = SourcePlace::Here()) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
   throw CudaError(fmt::format("[{} of op '{}'] {} ({}) at {}:{}", call, op,
                               cublasGetStatusName(status), cublasGetStatusString(status),
-                              where.file_name(), where.line()));
+                              where.file, where.line));
 }
 
 // The calling thread's handles, by device.
@@ -66,7 +65,7 @@ class ThreadHandles {
   // made it current), bound to `stream`.
   cublasHandle_t For(cudaStream_t stream, std::string_view op) {
     int device = 0;
-    engine::internal::CudaCheckForOp(cudaGetDevice(&device), "cudaGetDevice", op);
+    CudaCheckForOp(cudaGetDevice(&device), "cudaGetDevice", op);
     if (static_cast<std::size_t>(device) >= handles_.size()) handles_.resize(device + 1, nullptr);
     cublasHandle_t& handle = handles_[device];
     if (handle == nullptr) CublasCheck(cublasCreate(&handle), "cublasCreate", op);

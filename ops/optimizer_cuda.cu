@@ -35,7 +35,7 @@ void OptimizerCuda(const OptimizerArgs& args, void* stream, std::string_view op)
       Launch<DenseOptimizer::kAdam>(args, AsStream(stream));
       break;
   }
-  CheckLaunch("OptimizerUpdateKernel", op);
+  CudaCheckLaunch("OptimizerUpdateKernel", op);
 }
 
 }  // namespace ember::ops::internal

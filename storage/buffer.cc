@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "engine/internal/logging.h"
+#include "engine/base/logging.h"
 #include "storage/internal/fences.h"
 #include "storage/storage_manager.h"
 
@@ -51,8 +51,8 @@ void Buffer::Reset() {
   try {
     owner_->Return(*this);
   } catch (const std::exception& e) {
-    engine::internal::Log().error("releasing a {} buffer of {} bytes failed (memory lost): {}",
-                                  ToString(owner_->kind()), capacity_, e.what());
+    Log().error("releasing a {} buffer of {} bytes failed (memory lost): {}",
+                ToString(owner_->kind()), capacity_, e.what());
   }
   data_ = nullptr;
   size_ = capacity_ = 0;

@@ -8,8 +8,9 @@
 #include <absl/strings/numbers.h>
 #include <fmt/format.h>
 
+#include "engine/base/device.h"
+#include "engine/base/mutex.h"
 #include "engine/error.h"
-#include "engine/internal/mutex.h"
 #include "storage/internal/cpu_storage.h"
 #include "storage/internal/gpu_storage.h"
 #include "storage/storage.h"
@@ -36,7 +37,7 @@ void Validate(const StorageOptions& options) {
 }
 
 void CheckDevice(MemoryKind kind, int device) {
-  const int gpus = internal::GpuCount();
+  const int gpus = GpuCount();
   if (device >= 0 && device < gpus) return;
   throw Unavailable(
       fmt::format("[CreateStorageManager] {} memory on gpu({}): this machine has {} GPU(s)",
@@ -125,12 +126,12 @@ std::unique_ptr<StorageManager> CreateStorageManager(MemoryKind kind, int device
 // Made on first use and never destroyed: buffers may be released while the
 // process exits, after static destructors would have run.
 StorageManager& GetStorage(MemoryKind kind, int device) {
-  static auto* mu = new engine::internal::Mutex();
+  static auto* mu = new Mutex();
   static auto* managers =
       new absl::flat_hash_map<std::pair<int, int>, std::unique_ptr<StorageManager>>();
   const bool host = kind == MemoryKind::kCpu || kind == MemoryKind::kPinned;
   const std::pair<int, int> key{static_cast<int>(kind), host ? -1 : device};
-  engine::internal::MutexLock lock(mu);
+  MutexLock lock(mu);
   auto& manager = (*managers)[key];
   if (manager == nullptr)
     manager = CreateStorageManager(kind, key.second, StorageOptions::FromEnv());

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "engine/base/device.h"
 #include "engine/error.h"
-#include "storage/internal/gpu_storage.h"
 #include "storage/internal/tensor_copy.h"
 #include "storage/storage.h"
 
@@ -144,7 +144,7 @@ Context Tensor::FenceContext() const {
     case MemoryKind::kUvm:
       return ctx_;
     case MemoryKind::kPinned:
-      return internal::GpuCount() > 0 ? Context::GPU(0) : Context::CPU();
+      return GpuCount() > 0 ? Context::GPU(0) : Context::CPU();
     case MemoryKind::kCpu:
       break;
   }

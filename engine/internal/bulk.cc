@@ -6,9 +6,9 @@
 #include <absl/container/flat_hash_map.h>
 #include <fmt/format.h>
 
+#include "engine/base/logging.h"
+#include "engine/base/mutex.h"
 #include "engine/internal/dependency_engine.h"
-#include "engine/internal/logging.h"
-#include "engine/internal/mutex.h"
 #include "engine/internal/thread_state.h"
 
 namespace ember::engine::internal {

@@ -5,10 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "engine/base/logging.h"
 #include "engine/error.h"
 #include "engine/internal/bulk.h"
 #include "engine/internal/fork_guard.h"
-#include "engine/internal/logging.h"
 #include "engine/internal/prefetch.h"
 #include "engine/internal/thread_state.h"
 

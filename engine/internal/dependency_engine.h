@@ -22,14 +22,14 @@
 #include <string>
 #include <vector>
 
+#include "engine/base/mutex.h"
+#include "engine/base/spin_lock.h"
 #include "engine/engine.h"
 #include "engine/internal/executors.h"
 #include "engine/internal/gpu_backend.h"
 #include "engine/internal/in_flight.h"
-#include "engine/internal/mutex.h"
 #include "engine/internal/opr_block.h"
 #include "engine/internal/profiler.h"
-#include "engine/internal/spin_lock.h"
 #include "engine/internal/var_table.h"
 
 namespace ember::engine::internal {

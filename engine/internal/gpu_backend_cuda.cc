@@ -10,12 +10,13 @@
 #include <fmt/format.h>
 #include <nvtx3/nvToolsExt.h>
 
+#include "engine/base/device.h"
 #include "engine/error.h"
 
-#include "engine/internal/cuda/cuda_check.h"
+#include "engine/base/mutex.h"
+#include "engine/cuda/check.h"
 #include "engine/internal/cuda/sync_object.h"
 #include "engine/internal/gpu_backend.h"
-#include "engine/internal/mutex.h"
 #include "engine/internal/opr_block.h"
 #include "engine/internal/profiler.h"
 
@@ -332,7 +333,7 @@ class CudaBackend final : public GpuBackend {
 }  // namespace
 
 std::unique_ptr<GpuBackend> MakeGpuBackend(const EngineOptions& options) {
-  const int devices = CudaDeviceCount();
+  const int devices = GpuCount();
   if (devices == 0) return nullptr;
   return std::make_unique<CudaBackend>(options, devices);
 }

@@ -18,7 +18,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "engine/internal/mutex.h"
+#include "engine/base/mutex.h"
 
 namespace ember::engine::internal {
 

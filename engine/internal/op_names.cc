@@ -5,7 +5,7 @@
 
 #include <absl/container/node_hash_set.h>
 
-#include "engine/internal/mutex.h"
+#include "engine/base/mutex.h"
 
 namespace ember::engine::internal {
 namespace {

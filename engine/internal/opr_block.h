@@ -45,7 +45,6 @@
 namespace ember::engine::internal {
 
 class DependencyEngine;
-class Notification;
 
 // One var of a push, normalized: what a VarLink is made from.
 struct VarAccess {

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/internal/logging.h"
+#include "engine/base/logging.h"
 
 namespace ember::engine::internal {
 namespace {

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/internal/mutex.h"
+#include "engine/base/mutex.h"
 
 namespace ember::engine::internal {
 

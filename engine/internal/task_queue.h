@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/internal/mutex.h"
-#include "engine/internal/spin_lock.h"
+#include "engine/base/mutex.h"
+#include "engine/base/spin_lock.h"
 
 namespace ember::engine::internal {
 

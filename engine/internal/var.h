@@ -30,11 +30,11 @@
 
 #include <absl/functional/function_ref.h>
 
+#include "engine/base/mutex.h"
+#include "engine/base/spin_lock.h"
 #include "engine/internal/access.h"
 #include "engine/internal/gpu_fence.h"
-#include "engine/internal/mutex.h"
 #include "engine/internal/op_error.h"
-#include "engine/internal/spin_lock.h"
 
 namespace ember::engine::internal {
 

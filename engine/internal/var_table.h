@@ -18,8 +18,8 @@
 #include <memory>
 #include <vector>
 
+#include "engine/base/mutex.h"
 #include "engine/engine.h"
-#include "engine/internal/mutex.h"
 #include "engine/internal/var.h"
 
 namespace ember::engine::internal {

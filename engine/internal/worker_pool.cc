@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "engine/internal/logging.h"
+#include "engine/base/logging.h"
 #include "engine/internal/opr_block.h"
 #include "engine/internal/thread_state.h"
 

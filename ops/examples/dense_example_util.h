@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/base/device.h"
 #include "engine/engine.h"
-#include "storage/internal/gpu_storage.h"
 #include "storage/tensor.h"
 
 namespace ember::examples {
@@ -21,9 +21,7 @@ using engine::Context;
 using storage::DType;
 using storage::Tensor;
 
-inline Context ExampleContext() {
-  return storage::internal::GpuCount() > 0 ? Context::GPU(0) : Context::CPU();
-}
+inline Context ExampleContext() { return ember::GpuCount() > 0 ? Context::GPU(0) : Context::CPU(); }
 
 // An f32 tensor on `ctx` holding `values`, staged through a host tensor.
 inline Tensor Upload(engine::Engine& engine, const std::vector<float>& values,

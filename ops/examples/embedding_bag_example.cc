@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/base/device.h"
 #include "engine/engine.h"
 #include "ops/embedding_bag.h"
-#include "storage/internal/gpu_storage.h"
 #include "storage/tensor.h"
 
 using ember::engine::Context;
@@ -49,7 +49,7 @@ double MaxError(const std::vector<float>& got, const std::vector<double>& expect
 
 int main() {
   ember::engine::Engine& engine = ember::engine::Engine::Get();
-  const Context ctx = ember::storage::internal::GpuCount() > 0 ? Context::GPU(0) : Context::CPU();
+  const Context ctx = ember::GpuCount() > 0 ? Context::GPU(0) : Context::CPU();
   const ember::ops::TbeTables tables({1000, 300, 50}, {16, 8, 4});
   const int64_t batch = 32;
   const float lr = 0.5f;

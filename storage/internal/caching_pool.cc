@@ -5,13 +5,11 @@
 
 #include <fmt/format.h>
 
-#include "engine/internal/logging.h"
+#include "engine/base/logging.h"
 #include "storage/internal/fences.h"
 
 namespace ember::storage::internal {
 namespace {
-
-using engine::internal::MutexLock;
 
 // How many cached blocks of a class Take inspects for one it need not wait
 // for (each costs a cudaEventQuery per fence).
@@ -35,8 +33,8 @@ CachingPool::~CachingPool() {
   ReleaseCached();
   MutexLock lock(&mu_);
   if (counters_.stats().allocated != 0) {
-    engine::internal::Log().error("{} destroyed with {} bytes still handed out (leaked)", Where(),
-                                  counters_.stats().allocated);
+    Log().error("{} destroyed with {} bytes still handed out (leaked)", Where(),
+                counters_.stats().allocated);
   }
 }
 

@@ -24,7 +24,7 @@
 #include "storage/internal/system_memory.h"
 #include "storage/storage_manager.h"
 
-#include "engine/internal/mutex.h"
+#include "engine/base/mutex.h"
 
 namespace ember::storage::internal {
 
@@ -49,7 +49,7 @@ class CachingPool final : public StorageManager {
 
   const SizeClasses classes_;
   const std::unique_ptr<SystemMemory> system_;
-  mutable engine::internal::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::size_t, std::vector<Block>> cached_ ABSL_GUARDED_BY(mu_);
   MemoryCounters counters_ ABSL_GUARDED_BY(mu_);
 };

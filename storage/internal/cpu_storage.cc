@@ -6,14 +6,12 @@
 
 #include <fmt/format.h>
 
-#include "engine/internal/mutex.h"
+#include "engine/base/mutex.h"
 #include "storage/internal/fences.h"
 #include "storage/internal/memory_counters.h"
 
 namespace ember::storage::internal {
 namespace {
-
-using engine::internal::MutexLock;
 
 constexpr std::size_t kAlignment = 64;
 
@@ -59,7 +57,7 @@ class CpuStorage final : public StorageManager {
                     Stats().ToString()));
   }
 
-  mutable engine::internal::Mutex mu_;
+  mutable Mutex mu_;
   MemoryCounters counters_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -15,18 +15,14 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
-#include "engine/internal/cuda/cuda_check.h"
-#include "engine/internal/mutex.h"
+#include "engine/base/mutex.h"
+#include "engine/cuda/check.h"
 #include "storage/internal/fences.h"
 #include "storage/internal/gpu_storage.h"
 #include "storage/internal/memory_counters.h"
 
 namespace ember::storage::internal {
 namespace {
-
-using engine::internal::CudaCheck;
-using engine::internal::CudaLogIfError;
-using engine::internal::MutexLock;
 
 class CudaAsyncPool final : public StorageManager {
  public:
@@ -123,7 +119,7 @@ class CudaAsyncPool final : public StorageManager {
 
   cudaMemPool_t pool_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  mutable engine::internal::Mutex mu_;
+  mutable Mutex mu_;
   MemoryCounters counters_ ABSL_GUARDED_BY(mu_);
 };
 

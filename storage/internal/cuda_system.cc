@@ -9,17 +9,14 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include "engine/cuda/check.h"
 #include "engine/error.h"
-#include "engine/internal/cuda/cuda_check.h"
 #include "storage/internal/caching_pool.h"
 #include "storage/internal/gpu_storage.h"
 #include "storage/internal/system_memory.h"
 
 namespace ember::storage::internal {
 namespace {
-
-using engine::internal::CudaCheck;
-using engine::internal::CudaLogIfError;
 
 // Makes `device` current for the scope: allocations go to the current device.
 class ScopedDevice {
@@ -148,8 +145,6 @@ SizeClasses ClassesFor(const StorageOptions& options) {
 }
 
 }  // namespace
-
-int GpuCount() { return engine::internal::CudaDeviceCount(); }
 
 std::unique_ptr<StorageManager> MakePinnedPool(const StorageOptions& options) {
   return std::make_unique<CachingPool>(MemoryKind::kPinned, -1,

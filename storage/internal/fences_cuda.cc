@@ -5,20 +5,17 @@
 
 #include <cuda_runtime_api.h>
 
-#include "engine/internal/cuda/cuda_check.h"
-#include "engine/internal/mutex.h"
+#include "engine/base/device.h"
+#include "engine/base/mutex.h"
+#include "engine/cuda/check.h"
 #include "storage/internal/fences.h"
 
 namespace ember::storage::internal {
 namespace {
 
-using engine::internal::CudaCheck;
-using engine::internal::Mutex;
-using engine::internal::MutexLock;
-
 class EventPools {
  public:
-  EventPools() : pools_(std::max(1, engine::internal::CudaDeviceCount())) {}
+  EventPools() : pools_(std::max(1, GpuCount())) {}
 
   cudaEvent_t Take(int device) {
     Pool& pool = pools_.at(device);

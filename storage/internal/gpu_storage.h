@@ -2,7 +2,7 @@
 
 // The managers that need CUDA. A build with CUDA links cuda_system.cc and
 // cuda_async_pool.cc; one without links no_cuda.cc, whose functions throw
-// Unavailable (and report no devices).
+// Unavailable.
 //
 // Thread safety: thread-safe.
 
@@ -11,9 +11,6 @@
 #include "storage/storage.h"
 
 namespace ember::storage::internal {
-
-// The number of CUDA devices (0 without a driver or device).
-int GpuCount();
 
 std::unique_ptr<StorageManager> MakePinnedPool(const StorageOptions& options);
 std::unique_ptr<StorageManager> MakeDevicePool(int device, const StorageOptions& options);

@@ -17,8 +17,6 @@ namespace {
 
 }  // namespace
 
-int GpuCount() { return 0; }
-
 std::unique_ptr<StorageManager> MakePinnedPool(const StorageOptions&) {
   NoCuda(MemoryKind::kPinned);
 }

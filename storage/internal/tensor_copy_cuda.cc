@@ -4,7 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "engine/internal/cuda/cuda_check.h"
+#include "engine/cuda/check.h"
 
 namespace ember::storage::internal {
 
@@ -12,13 +12,12 @@ void CopyAsync(void* dst, int dst_device, const void* src, int src_device, std::
                void* stream, std::string_view op) {
   auto* cuda_stream = static_cast<cudaStream_t>(stream);
   if (dst_device >= 0 && src_device >= 0 && dst_device != src_device) {
-    engine::internal::CudaCheckForOp(
-        cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, cuda_stream),
-        "cudaMemcpyPeerAsync", op);
+    CudaCheckForOp(cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, cuda_stream),
+                   "cudaMemcpyPeerAsync", op);
     return;
   }
-  engine::internal::CudaCheckForOp(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda_stream),
-                                   "cudaMemcpyAsync", op);
+  CudaCheckForOp(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cuda_stream),
+                 "cudaMemcpyAsync", op);
 }
 
 }  // namespace ember::storage::internal

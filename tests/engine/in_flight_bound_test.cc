@@ -7,13 +7,11 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/internal/mutex.h"
+#include "engine/base/mutex.h"
 #include "tests/engine/engine_cases.h"
 
 namespace ember::engine::testing {
 namespace {
-
-using internal::Notification;
 
 class InFlightBoundTest : public ::testing::TestWithParam<EngineCase> {
  protected:

@@ -7,8 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "engine/base/mutex.h"
 #include "engine/error.h"
-#include "engine/internal/mutex.h"
 #include "tests/engine/engine_cases.h"
 
 namespace ember::engine::testing {
@@ -96,7 +96,7 @@ TEST_P(MisuseTest, WaitingInsideAnOpIsAnError) {
 TEST_P(MisuseTest, CompletingTwiceIsAnError) {
   VarHandle v = engine().NewVariable();
   std::string second_call;
-  internal::Notification tried;  // the op runs on after its first done()
+  ember::Notification tried;  // the op runs on after its first done()
   engine().PushAsync(
       [&](RunContext, const OnStart& start, const OnComplete& done) {
         start();

@@ -11,7 +11,6 @@
 #include <numbers>
 #include <vector>
 
-#include "ops/internal/counter_random.h"
 #include "tests/ops/dense_test_util.h"
 
 namespace ember::ops::testing {
@@ -110,7 +109,7 @@ TEST_P(ElementwiseTest, RandomUniformIsSeededAndInRange) {
   }
   EXPECT_NEAR(mean, 0.5, 5 * 5 / std::sqrt(12.0 * n));
   for (int i = 0; i < n; i += 997) {
-    const double u = static_cast<double>(internal::RandomBits(42, i) >> 40) * 0x1p-24;
+    const double u = static_cast<double>(RandomBits(42, i) >> 40) * 0x1p-24;
     EXPECT_NEAR(values[i], -2.0 + 5.0 * u, 1e-6) << "element " << i;
   }
   Tensor prefix = Empty({1000});
@@ -138,8 +137,8 @@ TEST_P(ElementwiseTest, RandomNormalMatchesBoxMullerAndMoments) {
   std::vector<float> sampled;
   std::vector<double> expected;
   for (int i = 0; i < n; i += 101) {
-    const double u1 = static_cast<double>((internal::RandomBits(7, 2 * i) >> 11) + 1) * 0x1p-53;
-    const double u2 = static_cast<double>(internal::RandomBits(7, 2 * i + 1) >> 11) * 0x1p-53;
+    const double u1 = static_cast<double>((RandomBits(7, 2 * i) >> 11) + 1) * 0x1p-53;
+    const double u2 = static_cast<double>(RandomBits(7, 2 * i + 1) >> 11) * 0x1p-53;
     const double z = std::sqrt(-2 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2);
     sampled.push_back(values[i]);
     expected.push_back(1.0 + 2.0 * z);

@@ -23,7 +23,7 @@
 
 #include "engine/error.h"
 #include "ops/embedding_bag.h"
-#include "ops/internal/half.h"
+#include "storage/half.h"
 #include "tests/ops/embedding_bag_backward_test_util.h"
 #include "tests/ops/op_test_util.h"
 
@@ -60,8 +60,8 @@ Gradients ReferenceGradients(const TbeTables& tables, const HostBatch& batch,
 // The weights as stored in `dtype`, back in f64.
 double Stored(double value, DType dtype) {
   const auto f = static_cast<float>(value);
-  if (dtype == DType::kF16) return internal::HalfToFloat(internal::FloatToHalf(f));
-  if (dtype == DType::kBF16) return internal::Bf16ToFloat(internal::FloatToBf16(f));
+  if (dtype == DType::kF16) return storage::HalfToFloat(storage::FloatToHalf(f));
+  if (dtype == DType::kBF16) return storage::Bf16ToFloat(storage::FloatToBf16(f));
   return value;
 }
 

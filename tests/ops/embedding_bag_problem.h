@@ -14,7 +14,7 @@
 
 #include "engine/engine.h"
 #include "ops/embedding_bag.h"
-#include "ops/internal/half.h"
+#include "storage/half.h"
 #include "storage/tensor.h"
 #include "tests/ops/op_test_util.h"
 
@@ -59,9 +59,9 @@ inline const std::vector<TbeShape>& TbeShapes() {
 inline float RoundTo(DType dtype, float v) {
   switch (dtype) {
     case DType::kF16:
-      return internal::HalfToFloat(internal::FloatToHalf(v));
+      return storage::HalfToFloat(storage::FloatToHalf(v));
     case DType::kBF16:
-      return internal::Bf16ToFloat(internal::FloatToBf16(v));
+      return storage::Bf16ToFloat(storage::FloatToBf16(v));
     default:
       return v;
   }

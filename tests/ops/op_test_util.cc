@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "ops/internal/half.h"
-#include "storage/internal/gpu_storage.h"
+#include "engine/base/device.h"
+#include "storage/half.h"
 
 namespace ember::ops::testing {
 namespace {
@@ -22,12 +22,12 @@ std::vector<uint8_t> Encode(const std::vector<T>& values, DType dtype) {
         break;
       }
       case DType::kF16: {
-        const uint16_t h = ops::internal::FloatToHalf(static_cast<float>(v));
+        const uint16_t h = storage::FloatToHalf(static_cast<float>(v));
         std::memcpy(at, &h, 2);
         break;
       }
       case DType::kBF16: {
-        const uint16_t h = ops::internal::FloatToBf16(static_cast<float>(v));
+        const uint16_t h = storage::FloatToBf16(static_cast<float>(v));
         std::memcpy(at, &h, 2);
         break;
       }
@@ -57,12 +57,12 @@ T Decode(const uint8_t* at, DType dtype) {
     case DType::kF16: {
       uint16_t h;
       std::memcpy(&h, at, 2);
-      return static_cast<T>(ops::internal::HalfToFloat(h));
+      return static_cast<T>(storage::HalfToFloat(h));
     }
     case DType::kBF16: {
       uint16_t h;
       std::memcpy(&h, at, 2);
-      return static_cast<T>(ops::internal::Bf16ToFloat(h));
+      return static_cast<T>(storage::Bf16ToFloat(h));
     }
     case DType::kI32: {
       int32_t x;
@@ -89,7 +89,7 @@ std::unique_ptr<engine::Engine> MakeEngine(const std::string& name) {
   return engine::CreateEngine(engine::ParseEngineType(name));
 }
 
-bool HaveGpu() { return storage::internal::GpuCount() > 0; }
+bool HaveGpu() { return ember::GpuCount() > 0; }
 
 template <typename T>
 Tensor FromHost(engine::Engine& engine, const std::vector<T>& values, std::vector<int64_t> shape,

@@ -13,14 +13,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "engine/internal/cuda/cuda_check.h"
+#include "engine/cuda/check.h"
 #include "storage/storage.h"
 #include "tests/storage/pattern_kernels.h"
 
 namespace ember::storage {
 namespace {
 
-using engine::internal::CudaCheck;
 using ::testing::HasSubstr;
 using testing::LaunchCountMismatches;
 using testing::LaunchFill;

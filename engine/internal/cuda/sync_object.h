@@ -23,9 +23,9 @@
 
 #include <absl/container/inlined_vector.h>
 
+#include "engine/base/spin_lock.h"
 #include "engine/internal/access.h"
 #include "engine/internal/cuda/sync_stream.h"
-#include "engine/internal/spin_lock.h"
 
 namespace ember::engine::internal {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/internal/cuda/cuda_check.h"
+#include "engine/cuda/check.h"
 
 namespace ember::engine::internal {
 namespace {

@@ -38,7 +38,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "engine/internal/spin_lock.h"
+#include "engine/base/spin_lock.h"
 
 namespace ember::engine::internal {
 

@@ -17,17 +17,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "engine/base/device.h"
+#include "engine/base/mutex.h"
+#include "engine/cuda/check.h"
 #include "engine/engine.h"
 #include "engine/error.h"
-#include "engine/internal/cuda/cuda_check.h"
-#include "engine/internal/mutex.h"
 #include "engine/testing/random_workload.h"
 #include "tests/engine/cuda/test_kernels.h"
 
 namespace ember::engine::testing {
 namespace {
 
-using internal::CudaCheck;
 using ::testing::HasSubstr;
 
 struct GpuCase {
@@ -65,7 +65,7 @@ class Pinned {
               "cudaMallocHost");
     std::fill(data_, data_ + count, T{});
   }
-  ~Pinned() { internal::CudaLogIfError(cudaFreeHost(data_), "cudaFreeHost"); }
+  ~Pinned() { ember::CudaLogIfError(cudaFreeHost(data_), "cudaFreeHost"); }
   Pinned(const Pinned&) = delete;
   Pinned& operator=(const Pinned&) = delete;
   T* get() const { return data_; }
@@ -77,7 +77,7 @@ class Pinned {
 class GpuEngineTest : public ::testing::TestWithParam<GpuCase> {
  protected:
   void SetUp() override {
-    if (internal::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
+    if (ember::GpuCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
     EngineOptions options;
     options.type = GetParam().type;
     options.async_gpu = GetParam().async;
@@ -322,7 +322,7 @@ TEST_P(GpuEngineTest, FailedLaunchIsTheOpsErrorAndTravels) {
 }
 
 TEST_P(GpuEngineTest, GpuThatDoesNotExistIsUnavailable) {
-  const int gpus = internal::CudaDeviceCount();
+  const int gpus = ember::GpuCount();
   VarHandle v = engine_->NewVariable();
   try {
     engine_->PushSync([](RunContext) {}, {}, {v}, {.ctx = Context::GPU(gpus), .name = "far"});
@@ -364,7 +364,7 @@ TEST_P(GpuEngineTest, IndependentKernelsOnDifferentWorkersOverlap) {
 // ops run on copy-in streams and normal ops on normal streams, so copies
 // still overlap compute.
 TEST(GpuStreamsTest, OpsRunOnTheirPoolsStreamsWhoeverLaunchesThem) {
-  if (internal::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
+  if (ember::GpuCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
   for (bool async : {false, true}) {
     EngineOptions options;
     options.async_gpu = async;
@@ -394,13 +394,13 @@ TEST(GpuStreamsTest, OpsRunOnTheirPoolsStreamsWhoeverLaunchesThem) {
 // one thread from start to end (nothing else is queued, so it never
 // yields); the plain engines hand every hop to the other pool's worker.
 TEST(GpuStreamsTest, AsyncWorkersLaunchTheChainTheyMakeReady) {
-  if (internal::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
+  if (ember::GpuCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
   for (bool async : {false, true}) {
     EngineOptions options;
     options.async_gpu = async;
     auto engine = CreateEngine(options);
     VarHandle v = engine->NewVariable();
-    internal::Notification gate;
+    ember::Notification gate;
     engine->PushSync([&gate](RunContext) { gate.WaitForNotification(); }, {}, {v},
                      {.name = "gate"});
     std::vector<std::thread::id> threads;  // appended in chain order
@@ -424,7 +424,7 @@ TEST(GpuStreamsTest, AsyncWorkersLaunchTheChainTheyMakeReady) {
 // ThreadedEngine hands its set of streams (as many as workers) to GPU ops in
 // turn; the other engines give each worker thread its own.
 TEST(GpuStreamsTest, ThreadedEngineHandsOutItsStreamsRoundRobin) {
-  if (internal::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
+  if (ember::GpuCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
   EngineOptions options;
   options.type = EngineType::kThreaded;
   options.pool_workers = 3;
@@ -444,7 +444,7 @@ TEST(GpuStreamsTest, ThreadedEngineHandsOutItsStreamsRoundRobin) {
 }
 
 TEST(GpuProfileTest, GpuSpansGoOnStreamRowsTimedByEvents) {
-  if (internal::CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
+  if (ember::GpuCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
   const std::string path = ::testing::TempDir() + "ember_gpu_profile_test.json";
   Pinned<int> pinned_value(1);
   int* value = pinned_value.get();

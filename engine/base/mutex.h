@@ -1,7 +1,9 @@
 #pragma once
 
-// Mutex, MutexLock and CondVar: std::mutex and std::condition_variable with
-// Clang thread-safety annotations.
+// Mutex, MutexLock, CondVar and Notification: std::mutex and
+// std::condition_variable with Clang thread-safety annotations, for every
+// layer of Ember (this is part of the base of engine/, which the layers
+// above use through its public headers).
 //
 // Why not absl::Mutex: Debian's Abseil is built without ThreadSanitizer, so
 // TSan cannot see absl::Mutex's happens-before edges and reports every datum
@@ -17,7 +19,7 @@
 
 #include <absl/base/thread_annotations.h>
 
-namespace ember::engine::internal {
+namespace ember {
 
 class ABSL_LOCKABLE Mutex {
  public:
@@ -85,4 +87,4 @@ class Notification {
   bool notified_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace ember::engine::internal
+}  // namespace ember

@@ -1,14 +1,15 @@
 // CudaCheck: failures become CudaError with what, the CUDA error and where.
 // Needs no GPU: error names come from the runtime library alone.
 
-#include "engine/internal/cuda/cuda_check.h"
+#include "engine/cuda/check.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "engine/cuda/handles.h"
 #include "engine/error.h"
 
-namespace ember::engine::internal {
+namespace ember {
 namespace {
 
 using ::testing::HasSubstr;
@@ -25,8 +26,25 @@ TEST(CudaCheckTest, FailureNamesTheCallTheErrorAndThePlace) {
   } catch (const CudaError& e) {
     EXPECT_THAT(e.what(), HasSubstr("[cudaMemcpyAsync for op 'copy']"));
     EXPECT_THAT(e.what(), HasSubstr("cudaErrorInvalidValue"));
-    EXPECT_THAT(e.what(), HasSubstr("cuda_check_test.cc:"));
+    EXPECT_THAT(e.what(), HasSubstr("check_test.cc:"));
   }
+}
+
+TEST(CudaCheckTest, ForOpNamesTheOp) {
+  try {
+    CudaCheckForOp(cudaErrorInvalidValue, "cudaMemcpyAsync", "copy");
+    FAIL() << "no exception";
+  } catch (const CudaError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("[cudaMemcpyAsync of op 'copy'] cudaErrorInvalidValue"));
+  }
+}
+
+TEST(CudaHandlesTest, DefaultHandlesOwnNothingAndMoveOut) {
+  CudaEvent event;
+  EXPECT_FALSE(event);
+  CudaStream stream;
+  CudaStream moved = std::move(stream);
+  EXPECT_FALSE(moved);
 }
 
 TEST(CudaCheckTest, LoggingTwinReportsFailureWithoutThrowing) {
@@ -34,4 +52,4 @@ TEST(CudaCheckTest, LoggingTwinReportsFailureWithoutThrowing) {
 }
 
 }  // namespace
-}  // namespace ember::engine::internal
+}  // namespace ember

@@ -2,14 +2,15 @@
 
 // f16 and bf16 <-> f32 on the host, rounding to nearest even (as CUDA's
 // __float2half_rn and __float2bfloat16_rn do, so that CPU and GPU kernels
-// store the same bits).
+// store the same bits): what a program filling or reading a kF16 or kBF16
+// tensor on the host uses (the raw bits are Float16::bits, BFloat16::bits).
 //
 // Thread safety: pure functions.
 
 #include <bit>
 #include <cstdint>
 
-namespace ember::ops::internal {
+namespace ember::storage {
 
 inline float Bf16ToFloat(uint16_t bits) { return std::bit_cast<float>(uint32_t{bits} << 16); }
 
@@ -59,4 +60,4 @@ inline uint16_t FloatToHalf(float value) {
   return sign | static_cast<uint16_t>(result);
 }
 
-}  // namespace ember::ops::internal
+}  // namespace ember::storage

@@ -1,6 +1,7 @@
 #pragma once
 
-// SpinLock: a one-word lock for the engine's per-var state.
+// SpinLock: a one-word lock for state touched on every op (the engine's
+// vars, its push lock, a stream's event pool).
 //
 // Why not Mutex: a var is touched by every op that names it, on the pusher's
 // core and then on a worker's; its whole state must fit one cache line so
@@ -9,6 +10,9 @@
 // spinning (then yielding, for oversubscribed machines) beats sleeping. It is
 // built on std::atomic, which ThreadSanitizer understands.
 //
+// Rule for holders: never block (no system call, no CUDA call that waits,
+// no other lock but a SpinLock taken in a fixed order) while holding one.
+//
 // Thread safety: thread-safe.
 
 #include <atomic>
@@ -16,7 +20,7 @@
 
 #include <absl/base/thread_annotations.h>
 
-namespace ember::engine::internal {
+namespace ember {
 
 // A hint to the core that the caller is spinning: it frees the core's
 // resources for a sibling hardware thread and eases the memory traffic of
@@ -73,4 +77,4 @@ class ABSL_SCOPED_LOCKABLE SpinLockHolder {
   SpinLock* const lock_;
 };
 
-}  // namespace ember::engine::internal
+}  // namespace ember

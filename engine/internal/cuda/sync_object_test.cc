@@ -11,7 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/internal/cuda/cuda_check.h"
+#include "engine/base/device.h"
+#include "engine/cuda/check.h"
 #include "tests/engine/cuda/test_kernels.h"
 
 namespace ember::engine::internal {
@@ -24,7 +25,7 @@ using testing::LaunchDelayedStore;
 class GpuSyncTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device (or driver) on this machine";
+    if (GpuCount() == 0) GTEST_SKIP() << "no CUDA device (or driver) on this machine";
     CudaCheck(cudaSetDevice(0), "cudaSetDevice");
     for (uint32_t id = 0; id < 3; ++id) {
       cudaStream_t stream = nullptr;
