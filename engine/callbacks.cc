@@ -35,13 +35,32 @@ void OnStart::operator()() const {
   op->engine->OnOpStart(op);
 }
 
-void OnComplete::operator()(std::exception_ptr error) const {
-  internal::OprBlock* op = block("OnComplete");
+namespace {
+
+// The op behind `callback`, after checking it is completed only once.
+internal::OprBlock* CompleteOnce(internal::OprBlock* op) {
   if (op->completed.exchange(true, std::memory_order_acq_rel)) {
     throw UsageError(
         fmt::format("[OnComplete] op '{}' completed twice: call it exactly once", op->name));
   }
+  return op;
+}
+
+}  // namespace
+
+void OnComplete::operator()(std::exception_ptr error) const {
+  internal::OprBlock* op = CompleteOnce(block("OnComplete"));
   op->engine->OnOpComplete(op, std::move(error));
+}
+
+void OnComplete::WithCheck(DeferredCheck check) const {
+  internal::OprBlock* op = CompleteOnce(block("OnComplete::WithCheck"));
+  if (!check) {  // the op fails: an op never completed would hang its waiters
+    op->engine->OnOpComplete(op, std::make_exception_ptr(InvalidArgument(fmt::format(
+                                     "[OnComplete::WithCheck] op '{}': empty check", op->name))));
+    return;
+  }
+  op->engine->OnOpComplete(op, nullptr, std::move(check));
 }
 
 }  // namespace ember::engine

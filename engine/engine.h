@@ -114,12 +114,32 @@ class OnStart : public internal::BlockRef {
   using BlockRef::BlockRef;
 };
 
+// DeferredCheck: a check of a GPU op that can only run once the op's GPU
+// work is done (it reads, say, a fault record a kernel wrote to host-mapped
+// memory). It returns the op's error, or null.
+using DeferredCheck = std::function<std::exception_ptr()>;
+
 // OnComplete: called exactly once by an async op when it is done, with the
-// error it failed with or null. A second call throws UsageError. Copyable;
-// the op may hand it to another thread and call it there.
+// error it failed with or null, or through WithCheck. A second call throws
+// UsageError. Copyable; the op may hand it to another thread and call it
+// there.
 class OnComplete : public internal::BlockRef {
  public:
   void operator()(std::exception_ptr error = nullptr) const;
+
+  // Completes the op as operator()() does (in the Async engines its
+  // dependents may start at once, ordered by CUDA events) and leaves
+  // `check` to run on the host once the op's GPU work has finished, so that
+  // no worker waits for the GPU. The check runs at the first wait that
+  // covers that work: WaitForVar on a var the op wrote, a CPU op reading
+  // one, or WaitForAll. An error it returns is the op's: it is recorded
+  // like any op error (WaitForAll reports it), and the vars the op wrote
+  // carry it unless written again since, so that WaitForVar on them
+  // reports it and a CPU op reading them is skipped and passes it on. GPU
+  // ops that read those vars before the check ran have run; they are not
+  // undone. Where the op's GPU work is already done (a CPU op; the plain
+  // engines, which sync the op's stream), `check` runs at once.
+  void WithCheck(DeferredCheck check) const;
 
  private:
   friend struct internal::OprBlock;

@@ -47,7 +47,19 @@ struct ThreadBulk {
   int size = 0;
   OpenBulk open;
 
-  ~ThreadBulk() { FlushOpen(); }
+  // Runs at thread exit (a thread_local): it must not throw, or the
+  // process would terminate. A push that fails here (a var deleted meanwhile,
+  // a full engine being destroyed) is logged with the bulk's size.
+  ~ThreadBulk() {
+    const std::size_t ops = open.fns.size();
+    try {
+      FlushOpen();
+    } catch (const std::exception& e) {
+      Log().error("dropping {} bulked ops at thread exit: their push failed: {}", ops, e.what());
+    } catch (...) {
+      Log().error("dropping {} bulked ops at thread exit: their push failed", ops);
+    }
+  }
 
   // Pushes the open bulk to its engine, if that engine still exists.
   void FlushOpen() {

@@ -120,6 +120,14 @@ DependencyEngine::~DependencyEngine() {
   }
   Bulk::Unregister(this);
   in_flight_.WaitIdle();
+  if (!checks_.empty()) {
+    try {
+      backend_->SynchronizeAll();
+      RunDeferredChecks(/*all=*/true);
+    } catch (const std::exception& e) {
+      Log().error("{}: finishing the GPU work at destruction failed: {}", name_, e.what());
+    }
+  }
   {
     MutexLock lock(&error_mu_);
     for (const ErrorRef& error : errors_) {
@@ -383,9 +391,9 @@ void DependencyEngine::Run(OprBlock* block) {
   if (backend_ != nullptr) backend_->RangePush(block->c_name());
   try {
     if (block->ctx.is_gpu()) {
-      block->stream = backend_->StreamFor(block->ctx.device_id, block->name, block->stream);
+      block->gpu.stream = backend_->StreamFor(block->ctx.device_id, block->name, block->gpu.stream);
     }
-    const RunContext context{block->ctx, block->stream.cuda, block->name};
+    const RunContext context{block->ctx, block->gpu.stream.cuda, block->name};
     if (block->is_sync()) {
       OnOpStart(block);
       block->sync_fn()(context);
@@ -410,33 +418,51 @@ void DependencyEngine::Run(OprBlock* block) {
 // Without GPUs, nothing: an op's inputs are complete when it is dispatched.
 // With them, a GPU op's stream waits for its inputs' GPU work (Async), and a
 // CPU op host-waits for it (Async; the plain engines synced it already).
+// That host wait may let deferred checks run: if one failed on an input,
+// the op inherits its error and throws it (Run then skips the op).
 void DependencyEngine::OnOpStart(OprBlock* block) {
   if (backend_ == nullptr) return;
   if (block->ctx.is_gpu()) {
-    backend_->OnStartGpu(block);
-  } else if (options_.async_gpu) {
-    backend_->OnStartCpu(block);
+    backend_->OnStartGpu(block->gpu_op());
+    return;
+  }
+  if (!options_.async_gpu) return;
+  backend_->OnStartCpu(block->name, block->links());
+  if (checks_.empty()) return;
+  RunDeferredChecks(/*all=*/false);
+  if (block->inherited_error()) return;
+  for (const VarLink& link : block->links()) {
+    if (ErrorRef error = link.var->error()) {
+      block->InheritError(error);
+      std::rethrow_exception(error->exception());
+    }
   }
 }
 
-void DependencyEngine::OnOpComplete(OprBlock* block, std::exception_ptr error) {
+void DependencyEngine::OnOpComplete(OprBlock* block, std::exception_ptr error,
+                                    DeferredCheck check) {
   if (block->profile_row != 0) {
     profiler_->ThreadSpan(block->profile_row, block->name,
                           fmt::format("{}/{}", block->ctx.ToString(), ToString(block->prop)),
                           block->profile_begin_ns, profiler_->NowNs());
   }
-  if (!error && block->stream.sync != nullptr) {
+  if (!error && block->gpu.stream) {
     try {
-      backend_->OnCompleteGpu(block);  // a failed launch is the op's error
+      backend_->OnCompleteGpu(block->gpu_op());  // a failed launch is the op's error
     } catch (...) {
       error = std::current_exception();
     }
   }
+  if (!error && check) error = DeferOrRun(block, std::move(check));
+  // An op that throws the error it inherited (see OnOpStart) passes it on
+  // rather than failing anew.
+  const ErrorRef& inherited = block->inherited_error();
+  if (error && inherited && error == inherited->exception()) error = nullptr;
   // The op's own error is a new one; otherwise it passes on what it
   // inherited, unless a wait has reported that meanwhile.
-  const ErrorRef outcome = error                             ? RecordError(std::move(error), *block)
-                           : block->inherited_error().live() ? block->inherited_error()
-                                                             : ErrorRef();
+  const ErrorRef outcome = error              ? RecordError(std::move(error), block->name)
+                           : inherited.live() ? inherited
+                                              : ErrorRef();
   Notification* done = block->done;
   // An op that completes itself on its worker is at its end (sync ops always
   // are), so the worker may run what the op made ready next. Ops completed
@@ -445,6 +471,45 @@ void DependencyEngine::OnOpComplete(OprBlock* block, std::exception_ptr error) {
   ReleaseVars(block, outcome, continuation);
   in_flight_.Finish();
   if (done != nullptr) done->Notify();
+}
+
+// Registered before the op releases its vars, so that a waiter its writes
+// wake finds the check; the op still holds its writes, so each var's next
+// version is exactly the one its write gives.
+std::exception_ptr DependencyEngine::DeferOrRun(OprBlock* block, DeferredCheck check) {
+  if (block->gpu.fence.empty()) {
+    try {
+      return check();
+    } catch (...) {
+      return std::current_exception();
+    }
+  }
+  PendingCheck pending{block->gpu.fence, std::move(check), std::string(block->name), {}};
+  for (const VarLink& link : block->links()) {
+    if (Writes(link.mode)) {
+      pending.outputs.push_back({link.var, link.generation, link.var->version() + 1});
+    }
+  }
+  checks_.Add(std::move(pending));
+  return nullptr;
+}
+
+void DependencyEngine::RunDeferredChecks(bool all) {
+  if (checks_.empty()) return;
+  auto passed = [this](const GpuFence& fence) { return backend_->FencePassed(fence); };
+  for (PendingCheck& pending : checks_.Take(passed, all)) {
+    std::exception_ptr error;
+    try {
+      error = pending.check();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (!error) continue;
+    const ErrorRef record = RecordError(std::move(error), pending.op);
+    for (const PendingCheck::Output& out : pending.outputs) {
+      out.var->SetErrorAt(out.generation, out.version, record);
+    }
+  }
 }
 
 void DependencyEngine::ReleaseVars(OprBlock* block, const ErrorRef& error, bool continuation) {
@@ -462,7 +527,7 @@ void DependencyEngine::ReleaseVars(OprBlock* block, const ErrorRef& error, bool 
       // GPU write before it, which the var's SyncObject still holds.
       const Var& var = *link.var;
       auto fill_fence = [&](VarWaiter& waiter) {
-        waiter.fence = !block->fence.empty() ? block->fence : WriterFenceLocked(var);
+        waiter.fence = !block->gpu.fence.empty() ? block->gpu.fence : WriterFenceLocked(var);
       };
       link.var->CompleteWrite(error, &ready, &woken, fill_fence);
     } else {
@@ -475,9 +540,9 @@ void DependencyEngine::ReleaseVars(OprBlock* block, const ErrorRef& error, bool 
 
 // ---- Errors and waits ---------------------------------------------------------
 
-ErrorRef DependencyEngine::RecordError(std::exception_ptr error, const OprBlock& block) {
-  ErrorRef record = ErrorRef::Make(std::move(error), block.name);
-  Log().debug("op '{}' failed: {}", block.name, DescribeException(record->exception()));
+ErrorRef DependencyEngine::RecordError(std::exception_ptr error, std::string_view op) {
+  ErrorRef record = ErrorRef::Make(std::move(error), op);
+  Log().debug("op '{}' failed: {}", op, DescribeException(record->exception()));
   MutexLock lock(&error_mu_);
   // Errors reported by WaitForVar or Throw are done with; drop them now and
   // then, so that a program that never calls WaitForAll keeps none.
@@ -518,7 +583,15 @@ void DependencyEngine::WaitForVar(VarHandle handle) {
     if (!registered) waiter.fence = WriterFenceLocked(*var);
   }
   if (registered) waiter.woken.WaitForNotification();
-  if (!waiter.fence.empty()) backend_->HostWait(waiter.fence, kWhere);
+  if (!waiter.fence.empty()) {
+    backend_->HostWait(waiter.fence, kWhere);
+    // The write's deferred check, if any, can run now, and may leave an
+    // error on the var that the write's completion did not.
+    RunDeferredChecks(/*all=*/false);
+    if (!waiter.error.live()) {
+      waiter.error = var->ErrorAt(VarTable::GenerationOf(handle), waiter.target_version);
+    }
+  }
   ReportIfFirst(waiter.error);
 }
 
@@ -529,6 +602,7 @@ void DependencyEngine::WaitForAll() {
   FlushBulk();
   in_flight_.WaitIdle();
   if (backend_ != nullptr) backend_->SynchronizeAll();  // the Async engines' GPU work
+  RunDeferredChecks(/*all=*/true);
   std::vector<ErrorRef> errors;
   {
     MutexLock lock(&error_mu_);

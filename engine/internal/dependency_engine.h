@@ -25,6 +25,7 @@
 #include "engine/base/mutex.h"
 #include "engine/base/spin_lock.h"
 #include "engine/engine.h"
+#include "engine/internal/deferred_checks.h"
 #include "engine/internal/executors.h"
 #include "engine/internal/gpu_backend.h"
 #include "engine/internal/in_flight.h"
@@ -56,9 +57,10 @@ class DependencyEngine final : public Engine {
   const EngineOptions& options() const override { return options_; }
   std::string_view name() const override { return name_; }
 
-  // Called through OnStart / OnComplete.
+  // Called through OnStart / OnComplete. OnOpStart throws the error of an
+  // input found by a deferred check run in it (the op is then skipped).
   void OnOpStart(OprBlock* block);
-  void OnOpComplete(OprBlock* block, std::exception_ptr error);
+  void OnOpComplete(OprBlock* block, std::exception_ptr error, DeferredCheck check = {});
 
  private:
   friend class Bulk;
@@ -91,8 +93,15 @@ class DependencyEngine final : public Engine {
   void Run(OprBlock* block);
   void ReleaseVars(OprBlock* block, const ErrorRef& error, bool continuation);
 
-  // A new unreported error of `block`, remembered for WaitForAll.
-  ErrorRef RecordError(std::exception_ptr error, const OprBlock& block);
+  // A new unreported error of op `op`, remembered for WaitForAll.
+  ErrorRef RecordError(std::exception_ptr error, std::string_view op);
+  // Keeps `check` until the GPU has passed block->fence, or runs it now
+  // (returning its error) when the block has no fence.
+  std::exception_ptr DeferOrRun(OprBlock* block, DeferredCheck check);
+  // Runs the deferred checks whose GPU work is done (every one with `all`,
+  // after a full synchronize); a failure is recorded and left on the vars
+  // the op wrote that are still at its write.
+  void RunDeferredChecks(bool all);
   // Reports `error` if no wait has: marks it and rethrows it.
   static void ReportIfFirst(const ErrorRef& error);
   // The GPU work of `var`'s last finished write, for a waiter (Async
@@ -121,6 +130,7 @@ class DependencyEngine final : public Engine {
   // that use its streams.
   std::unique_ptr<GpuBackend> backend_;  // the pointer is constant
   std::unique_ptr<Executor> executor_;   // the pointer is constant
+  DeferredChecks checks_;
 
   // Every op error not yet reported by WaitForAll, in the order the ops
   // failed (those reported by WaitForVar or Throw are skipped and pruned).

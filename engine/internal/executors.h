@@ -34,7 +34,7 @@ class Executor {
   using RunFn = std::function<void(OprBlock*)>;
   // Called on each GPU worker thread as it starts, with its device: makes
   // the thread's stream.
-  using GpuThreadInit = std::function<ThreadStream(int device)>;
+  using GpuThreadInit = std::function<GpuStream(int device)>;
   virtual ~Executor() = default;
 
   explicit Executor(int gpus) : gpus_(gpus) {}

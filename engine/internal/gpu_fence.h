@@ -1,23 +1,42 @@
 #pragma once
 
-// GpuFence: a point in one CUDA stream's work, as the backend recorded it
-// (its stream's bookkeeping object, the event's sequence number on that
-// stream, and the cudaEvent_t), opaque here so that the engine's CUDA-free
-// parts can hold one. Empty (stream null) means "no GPU work to wait for".
-// What it refers to belongs to the backend, which outlives every fence.
+// GpuFence and GpuStream: a point in one CUDA stream's work, and a worker's
+// stream, as the engine's CUDA-free code holds them. The pointers are typed
+// with CUDA's own opaque struct names (cudaStream_t is CUstream_st*,
+// cudaEvent_t is CUevent_st*) and the backend's SyncStream, forward
+// declared, so that nothing here includes a CUDA header and nothing is a
+// void* to cast back. What they point to belongs to the backend, which
+// outlives them.
 //
-// Thread safety: a plain value.
+// Thread safety: plain values.
 
 #include <cstdint>
 
+struct CUstream_st;
+struct CUevent_st;
+
 namespace ember::engine::internal {
 
+class SyncStream;
+
+// A point in a stream's work: the stream, the sequence number of the event
+// recorded there (see sync_stream.h) and that event. Empty (stream null)
+// means "no GPU work to wait for".
 struct GpuFence {
-  const void* stream = nullptr;
+  const SyncStream* stream = nullptr;
   uint64_t sequence = 0;
-  void* event = nullptr;
+  CUevent_st* event = nullptr;
 
   [[nodiscard]] bool empty() const { return stream == nullptr; }
+};
+
+// A worker thread's stream on one device: the backend's bookkeeping for it
+// and the CUDA stream. Empty (both null) means none (yet).
+struct GpuStream {
+  SyncStream* sync = nullptr;
+  CUstream_st* cuda = nullptr;
+
+  explicit operator bool() const { return sync != nullptr; }
 };
 
 }  // namespace ember::engine::internal

@@ -15,13 +15,16 @@
 // count the engine's own reference plus every live OnStart and OnComplete,
 // so a callback called late (or twice) never touches freed memory.
 //
-// Fields by owner: the constant part is set before the op is queued; `seq`,
-// `wait`, links and `done` by the pushing thread before the op is queued
-// (then `wait` and the links' `next` change only under their vars' locks);
-// `stream`, `fence` and the profiling fields by the thread running the op
-// (or, for `stream`, the worker that lends it one before dispatching it);
-// `refs`, `completed` and the inherited error are atomic or ordered by
-// `wait` (see InheritError).
+// Fields by owner (each field's comment repeats it):
+//  - the constant part, the function, `seq`, `done` and the links: the
+//    pushing thread, before the op is queued; then the links' `next` change
+//    only under their vars' locks;
+//  - `wait`: decremented by whoever grants a var (atomic, acq_rel);
+//  - `refs`, `completed`: atomic, any thread holding a reference;
+//  - the inherited error: written by granting threads before the last
+//    `wait` decrement, read after it (see InheritError);
+//  - `gpu` and the profiling fields: the thread running the op (`gpu.stream`
+//    may be set before, by the worker that lends it a stream).
 //
 // Memory ordering: grants decrement `wait` with acq_rel, so the thread that
 // dispatches the op sees every error handed to it by InheritError.
@@ -133,6 +136,9 @@ struct alignas(alignof(VarLink)) OprBlock {
   // std::string's whole text, so a terminator follows it.
   [[nodiscard]] const char* c_name() const { return name.empty() ? "" : name.data(); }
 
+  // The view of this op that the GPU backend gets.
+  GpuOp gpu_op() { return GpuOp{name, ctx.device_id, links(), gpu}; }
+
   OnStart MakeOnStart() { return OnStart(this); }
   OnComplete MakeOnComplete() { return OnComplete(this); }
 
@@ -153,14 +159,11 @@ struct alignas(alignof(VarLink)) OprBlock {
   bool deletes_var = false;
   // Set by a synchronous (Naive) push that waits for this op.
   Notification* done = nullptr;
-  // GPU ops: the stream of the thread that runs the op (set when it runs).
-  ThreadStream stream;
-  // Async GPU ops: the event recorded after the op's launch.
-  GpuFence fence;
-  // Profiling: the row of the thread that ran the op and when it started.
+  // GPU ops: the backend's state (see GpuOpState for who writes what).
+  GpuOpState gpu;
+  // Profiling, by the thread running the op: its row and when it started.
   uint64_t profile_row = 0;
   int64_t profile_begin_ns = 0;
-  void* profile_gpu_begin = nullptr;  // a timing cudaEvent_t, GPU ops only
 
  private:
   OprBlock(DependencyEngine* engine, Operator* op, std::string_view own_name, FnProperty prop,

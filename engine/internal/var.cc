@@ -80,6 +80,7 @@ void Var::CompleteWrite(ErrorRef error, ReadyList* ready, WokenList* woken,
 bool Var::AddWaiterLocked(VarWaiter* waiter) {
   if (pending_writes_ == 0) {
     waiter->error = error_.live() ? error_ : ErrorRef();
+    waiter->target_version = version_.load(std::memory_order_relaxed);
     return false;
   }
   waiter->target_version = version_.load(std::memory_order_relaxed) + pending_writes_;
@@ -91,6 +92,25 @@ bool Var::AddWaiterLocked(VarWaiter* waiter) {
 ErrorRef Var::error() {
   SpinLockHolder lock(&mu_);
   return error_.live() ? error_ : ErrorRef();
+}
+
+bool Var::SetErrorAt(uint32_t generation, uint64_t version, const ErrorRef& error) {
+  SpinLockHolder lock(&mu_);
+  if (generation_.load(std::memory_order_relaxed) != generation ||
+      version_.load(std::memory_order_relaxed) != version) {
+    return false;
+  }
+  error_ = error;
+  return true;
+}
+
+ErrorRef Var::ErrorAt(uint32_t generation, uint64_t version) {
+  SpinLockHolder lock(&mu_);
+  if (generation_.load(std::memory_order_relaxed) != generation ||
+      version_.load(std::memory_order_relaxed) != version || !error_.live()) {
+    return {};
+  }
+  return error_;
 }
 
 void Var::BumpGenerationLocked() { generation_.fetch_add(1, std::memory_order_release); }

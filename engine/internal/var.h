@@ -52,6 +52,7 @@ struct VarLink {
 // A thread blocked in WaitForVar, on its own stack until woken.
 struct VarWaiter {
   uint64_t target_version = 0;  // woken once this many writes have finished
+                                // (or, not registered, the version it found)
   VarWaiter* next = nullptr;
   ErrorRef error;  // what the target write left on the var
   GpuFence fence;  // that write's GPU work, filled in by the waker
@@ -103,6 +104,12 @@ class alignas(64) Var {
 
   // The var's error (null when none or already reported).
   ErrorRef error();
+  // A deferred check of the op whose write gave the var `version` failed:
+  // the var carries `error` if it is still at that write (generation and
+  // version), else nothing changes. Returns whether it took it.
+  bool SetErrorAt(uint32_t generation, uint64_t version, const ErrorRef& error);
+  // The var's live error if it is still at `generation` and `version`.
+  ErrorRef ErrorAt(uint32_t generation, uint64_t version);
 
   [[nodiscard]] uint64_t version() const { return version_.load(std::memory_order_acquire); }
 

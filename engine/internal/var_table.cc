@@ -7,7 +7,7 @@
 namespace ember::engine::internal {
 namespace {
 
-constexpr uint64_t kIndexMask = (1u << 24) - 1;
+constexpr uint64_t kIndexMask = kMaxSlots - 1;
 constexpr uint64_t kGenerationMask = (1u << 24) - 1;
 
 uint32_t IndexOf(VarHandle h) { return static_cast<uint32_t>(h.bits() & kIndexMask); }
@@ -17,14 +17,7 @@ uint16_t TagOf(VarHandle h) { return static_cast<uint16_t>(h.bits() >> 48); }
 
 VarTable::VarTable(uint16_t tag) : tag_(tag) {}
 
-VarTable::~VarTable() {
-  for (auto& chunk : chunks_) delete[] chunk.load(std::memory_order_relaxed);
-}
-
-Var* VarTable::SlotAt(uint32_t index) const {
-  Var* chunk = chunks_[index >> kChunkBits].load(std::memory_order_acquire);
-  return chunk == nullptr ? nullptr : &chunk[index & (kChunkSize - 1)];
-}
+VarTable::~VarTable() = default;
 
 VarHandle VarTable::HandleFor(uint32_t index, uint32_t generation) const {
   return VarHandle::FromBits(uint64_t{tag_} << 48 | (generation & kGenerationMask) << 24 | index);
@@ -37,25 +30,21 @@ VarHandle VarTable::New() {
     index = free_.back();
     free_.pop_back();
   } else {
-    if (next_index_ == kMaxChunks * kChunkSize) {
+    if (next_index_ == kMaxSlots) {
       throw Error(fmt::format(
           "[Engine::NewVariable] all {} var slots are live; delete vars that are no longer used",
           next_index_));
     }
     index = next_index_++;
-    if ((index & (kChunkSize - 1)) == 0) {
-      auto* chunk = new Var[kChunkSize];
-      for (uint32_t i = 0; i < kChunkSize; ++i) chunk[i].set_slot(index + i);
-      chunks_[index >> kChunkBits].store(chunk, std::memory_order_release);
-    }
   }
-  return HandleFor(index, SlotAt(index)->generation());
+  const Var& var = vars_.At(index, [](Var& made, uint32_t slot) { made.set_slot(slot); });
+  return HandleFor(index, var.generation());
 }
 
 VarTable::Lookup VarTable::Locate(VarHandle handle, Var** var) const {
   if (handle.is_null()) return Lookup::kNull;
   if (TagOf(handle) != tag_) return Lookup::kForeign;
-  Var* slot = SlotAt(IndexOf(handle));
+  Var* slot = vars_.Find(IndexOf(handle));
   if (slot == nullptr) return Lookup::kForeign;
   *var = slot;
   return Lookup::kOk;

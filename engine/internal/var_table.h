@@ -5,7 +5,7 @@
 //
 //   bits 63..48: engine tag (never 0)   47..24: generation   23..0: slot
 //
-// Slots live in fixed chunks that are never freed while the engine lives, so
+// Slots live in fixed chunks (SlotChunks) never freed while the engine lives, so
 // resolving a stale handle reads valid memory and is refused by the
 // generation check instead of touching a freed var. A deleted var's slot is
 // reused with the next generation.
@@ -20,6 +20,7 @@
 
 #include "engine/base/mutex.h"
 #include "engine/engine.h"
+#include "engine/internal/slot_chunks.h"
 #include "engine/internal/var.h"
 
 namespace ember::engine::internal {
@@ -55,15 +56,10 @@ class VarTable {
   [[nodiscard]] static const char* Describe(Lookup lookup);
 
  private:
-  static constexpr int kChunkBits = 12;
-  static constexpr uint32_t kChunkSize = 1u << kChunkBits;
-  static constexpr uint32_t kMaxChunks = (1u << 24) / kChunkSize;
-
-  [[nodiscard]] Var* SlotAt(uint32_t index) const;
   VarHandle HandleFor(uint32_t index, uint32_t generation) const;
 
   const uint16_t tag_;
-  std::array<std::atomic<Var*>, kMaxChunks> chunks_{};
+  SlotChunks<Var> vars_;
   Mutex mu_;
   std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
   uint32_t next_index_ ABSL_GUARDED_BY(mu_) = 0;

@@ -48,16 +48,16 @@ bool WorkerPool::TakeAsContinuation(OprBlock* block) {
   if (thread.continuation != nullptr) return false;
   if (thread.pool != this) {
     if (!options_.lend_streams || thread.gpu_device != options_.gpu_device) return false;
-    const ThreadStream stream = LaneStream();
-    if (stream.sync == nullptr) return false;
-    block->stream = stream;
+    const GpuStream stream = LaneStream();
+    if (!stream) return false;
+    block->gpu.stream = stream;
   }
   thread.continuation = block;
   thread.continuation_pool = this;
   return true;
 }
 
-ThreadStream WorkerPool::LaneStream() {
+GpuStream WorkerPool::LaneStream() {
   const int ready = ready_.load(std::memory_order_acquire);
   if (ready < static_cast<int>(streams_.size())) return {};
   return streams_[turn_.fetch_add(1, std::memory_order_relaxed) % streams_.size()];

@@ -37,7 +37,7 @@ struct WorkerPoolOptions {
   bool continuations = false;
   // GPU pools: the device, and what makes a worker's stream when it starts.
   int gpu_device = -1;
-  std::function<ThreadStream()> make_stream = {};
+  std::function<GpuStream()> make_stream = {};
   // Lets GPU workers of other pools of the device run this pool's ops as
   // their continuations, on this pool's streams.
   bool lend_streams = false;
@@ -81,13 +81,13 @@ class WorkerPool {
   OprBlock* NextOp(int* run, WorkerCounts& counts);
   bool TakeAsContinuation(OprBlock* block);
   // One of the workers' streams in turn, or none while a worker is starting.
-  ThreadStream LaneStream();
+  GpuStream LaneStream();
 
   const std::string name_;
   std::unique_ptr<TaskQueue> queue_;
   RunFn run_;
   const WorkerPoolOptions options_;
-  std::vector<ThreadStream> streams_;  // by worker; written before ready_ counts it
+  std::vector<GpuStream> streams_;  // by worker; written before ready_ counts it
   std::atomic<int> ready_{0};
   std::atomic<uint32_t> turn_{0};
   std::vector<WorkerCounts> counts_;  // by worker

@@ -1,6 +1,7 @@
 // Bulk execution of PushSync: consecutive sync ops of one thread merge into
 // one engine op, with the same results and error semantics.
 
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <thread>
@@ -72,6 +73,28 @@ TEST_P(BulkTest, ThreadExitFlushesItsBulk) {
   pusher.join();
   engine().WaitForAll();
   EXPECT_EQ(ran, 3);
+}
+
+// The flush at thread exit runs in a thread_local's destructor: a push
+// that fails there (its var deleted meanwhile by another thread) is logged
+// and dropped, not thrown (which would terminate the process).
+TEST_P(BulkTest, AFailedFlushAtThreadExitDoesNotTerminate) {
+  VarHandle v = engine().NewVariable();
+  std::atomic<bool> bulked{false};
+  std::atomic<bool> deleted{false};
+  int ran = 0;
+  std::thread pusher([&] {
+    engine().SetBulkSize(16);
+    engine().PushSync([&ran](RunContext) { ++ran; }, {}, {v});  // stays in the open bulk
+    bulked = true;
+    while (!deleted.load()) std::this_thread::yield();
+  });  // exits with the bulk open, its var gone
+  while (!bulked.load()) std::this_thread::yield();
+  engine().DeleteVariable(v);
+  deleted = true;
+  pusher.join();
+  engine().WaitForAll();
+  EXPECT_EQ(ran, 0) << "the bulk of a deleted var was pushed";
 }
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, BulkTest, ::testing::ValuesIn(AllEngineCases()), CaseName);

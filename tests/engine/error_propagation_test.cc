@@ -229,6 +229,36 @@ TEST_P(ErrorPropagationTest, EngineKeepsWorkingAfterErrors) {
   }
 }
 
+// OnComplete::WithCheck: where no GPU work is in flight (here, a CPU op)
+// the check runs at completion and its error is the op's; an empty check
+// fails the op rather than leaving it uncompleted. (The GPU cases are in
+// tests/engine/cuda/deferred_check_test.cc.)
+TEST_P(ErrorPropagationTest, ACpuOpsDeferredCheckRunsAtCompletion) {
+  VarHandle v = engine().NewVariable();
+  engine().PushAsync(
+      [](RunContext, const OnStart& start, const OnComplete& done) {
+        start();
+        done.WithCheck([] { return std::make_exception_ptr(OpFailure("checked")); });
+      },
+      {}, {v}, {.name = "checked"});
+  ExpectOpFailure([&] { engine().WaitForVar(v); }, "checked");
+  engine().PushAsync(
+      [](RunContext, const OnStart& start, const OnComplete& done) {
+        start();
+        done.WithCheck([] { return std::exception_ptr(); });
+      },
+      {}, {v}, {.name = "passes"});
+  EXPECT_NO_THROW(engine().WaitForVar(v));
+  engine().PushAsync(
+      [](RunContext, const OnStart& start, const OnComplete& done) {
+        start();
+        done.WithCheck({});
+      },
+      {}, {v}, {.name = "empty-check"});
+  EXPECT_THROW(engine().WaitForVar(v), InvalidArgument);
+  EXPECT_NO_THROW(engine().WaitForAll());
+}
+
 TEST_P(ErrorPropagationTest, ThrowReportsTheVarsErrorOnceWithoutWaiting) {
   VarHandle v = engine().NewVariable();
   PushFailing(engine(), v, "stored");

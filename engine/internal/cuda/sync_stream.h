@@ -23,10 +23,12 @@
 //
 // Thread safety: thread-safe. A stream usually has one user (a worker's
 // own stream), so its lock (a spin lock: held for a few bookkeeping steps
-// and one CUDA call) is uncontended; it is there for streams shared
-// round-robin (ThreadedEngine) and for async ops that complete on another
-// thread. Waits are issued under the lock before they are noted, so an op
-// that skips a wait as already issued launches after it.
+// and CUDA calls that never wait for the GPU) is uncontended; it is there
+// for streams shared round-robin (ThreadedEngine) and for async ops that
+// complete on another thread. The one host wait (for the oldest event, when
+// all are in flight) happens outside it. Waits are issued under the lock
+// before they are noted, so an op that skips a wait as already issued
+// launches after it.
 
 #include <atomic>
 #include <cstddef>
@@ -39,18 +41,14 @@
 #include <cuda_runtime_api.h>
 
 #include "engine/base/spin_lock.h"
+#include "engine/internal/gpu_fence.h"
 
 namespace ember::engine::internal {
 
-class SyncStream;
-
 // An event recorded on a stream: what a SyncObject keeps and a waiter
-// follows. Plain data, copied freely.
-struct StreamEvent {
-  const SyncStream* stream = nullptr;
-  uint64_t sequence = 0;
-  cudaEvent_t event = nullptr;
-};
+// follows. Plain data, copied freely: the engine's GpuFence itself, whose
+// event is a cudaEvent_t (CUevent_st*).
+using StreamEvent = GpuFence;
 
 class SyncStream {
  public:
@@ -73,22 +71,27 @@ class SyncStream {
     return event.sequence <= completed_.load(std::memory_order_acquire);
   }
 
+  // Asks the GPU (cudaEventQuery, never blocking) whether `event` has
+  // passed, raising the watermark if so. A recycled event answers for a
+  // later point of the same stream, so a "no" may be early, never a "yes".
+  [[nodiscard]] bool QueryPassed(const StreamEvent& event) const;
+
   // Raises the completed watermark to `sequence`, which the caller saw
   // complete (a host wait on its event, or a reap).
   void NotePassed(uint64_t sequence) const;
 
   // Makes this stream wait (cudaStreamWaitEvent, no host block) for every
-  // event in `events` it does not already follow. Returns the number of
-  // waits issued.
+  // event in `events` it does not already follow: at most one wait per
+  // source stream, on its newest event. Returns the number of waits issued.
   int WaitFor(std::span<const StreamEvent> events, std::string_view op);
 
   [[nodiscard]] std::size_t events_created() const;
 
  private:
-  cudaEvent_t FreeEvent(std::string_view op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves the events the GPU has passed from in_flight_ to free_; with
-  // `block`, first waits on the host for the oldest.
-  void Reap(bool block, std::string_view op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  cudaEvent_t FreeEventLocked(std::string_view op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the events the GPU has passed from in_flight_ to free_, without
+  // blocking.
+  void Reap(std::string_view op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const cudaStream_t stream_;
   const uint32_t id_;

@@ -27,6 +27,14 @@ __global__ void DelayedCopy(const int* src, int* dst, int delay_us) {
   *reinterpret_cast<volatile int*>(dst) = *reinterpret_cast<const volatile int*>(src);
 }
 
+__global__ void TimedSpin(uint64_t* begin_end, int delay_us) {
+  const uint64_t begin = GlobalTimerNs();
+  SpinFor(delay_us);
+  volatile uint64_t* out = begin_end;
+  out[0] = begin;
+  out[1] = GlobalTimerNs();
+}
+
 __global__ void CheckedIncrement(int* counter, int expected, int* errors, int delay_us) {
   SpinFor(delay_us);
   volatile int* value = counter;
@@ -60,6 +68,10 @@ void LaunchInvalid(cudaStream_t stream) { Nothing<<<1, 4096, 0, stream>>>(); }
 
 void LaunchDelayedStore(cudaStream_t stream, int* dst, int value, int delay_us) {
   DelayedStore<<<1, 1, 0, stream>>>(dst, value, delay_us);
+}
+
+void LaunchTimedSpin(cudaStream_t stream, uint64_t* begin_end, int delay_us) {
+  TimedSpin<<<1, 1, 0, stream>>>(begin_end, delay_us);
 }
 
 void LaunchDelayedCopy(cudaStream_t stream, const int* src, int* dst, int delay_us) {

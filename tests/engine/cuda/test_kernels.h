@@ -11,6 +11,10 @@ namespace ember::engine::testing {
 
 // After `delay_us`, *dst = value.
 void LaunchDelayedStore(cudaStream_t stream, int* dst, int value, int delay_us);
+// Spins `delay_us`, then stores the GPU's global timer (ns) at its start
+// and end in begin_end[0] and begin_end[1]: when a kernel really ran, read
+// from the device's own clock.
+void LaunchTimedSpin(cudaStream_t stream, uint64_t* begin_end, int delay_us);
 // After `delay_us`, *dst = *src.
 void LaunchDelayedCopy(cudaStream_t stream, const int* src, int* dst, int delay_us);
 // After `delay_us`: counts an error if *counter != expected, then sets

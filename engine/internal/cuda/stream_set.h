@@ -1,0 +1,53 @@
+#pragma once
+
+// StreamSet: the streams of one backend, by device. Per-thread mode
+// (ThreadedEnginePerDevice): each worker thread makes its own stream per
+// device on first use. Round-robin mode (ThreadedEngine): every device has
+// a fixed set of streams, handed out to ops in turn whichever worker runs
+// them. Streams live until Clear (each drains first).
+//
+// Thread safety: thread-safe; For acts on the calling thread's streams.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/base/mutex.h"
+#include "engine/internal/cuda/sync_stream.h"
+
+namespace ember::engine::internal {
+
+class StreamSet {
+ public:
+  // `round_robin`: streams per device in round-robin mode, 0 for per-thread
+  // mode. Leaves the thread's current device as it was. Throws CudaError.
+  StreamSet(int devices, int round_robin, std::size_t max_events);
+
+  // The stream the calling thread's next op on `device` uses. REQUIRES:
+  // `device` is the thread's current device (a new stream is made there).
+  SyncStream* For(int device);
+
+  // Calls `fn` on every stream made so far.
+  void ForEach(const std::function<void(SyncStream&)>& fn);
+
+  // Destroys the streams (each drains first).
+  void Clear();
+
+ private:
+  SyncStream* Make();
+
+  static inline std::atomic<uint64_t> next_id_{0};
+  const uint64_t id_;  // never reused: tells a thread's streams of this set from a dead one's
+  const int devices_;
+  const std::size_t max_events_;
+  std::vector<std::vector<SyncStream*>> shared_;  // by device (round-robin mode)
+  std::vector<std::atomic<uint32_t>> turns_;      // by device
+  Mutex mu_;
+  std::vector<std::unique_ptr<SyncStream>> all_ ABSL_GUARDED_BY(mu_);
+  uint32_t next_stream_id_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ember::engine::internal
