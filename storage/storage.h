@@ -62,6 +62,10 @@ struct StorageOptions {
 std::unique_ptr<StorageManager> CreateStorageManager(MemoryKind kind, int device,
                                                      const StorageOptions& options);
 
+// Bytes free on GPU `device` now (cudaMemGetInfo). Throws Unavailable
+// without CUDA or for a GPU that does not exist.
+std::size_t DeviceFreeBytes(int device);
+
 // The process-wide manager of `kind` on `device`, made on first use with
 // StorageOptions::FromEnv(); it lives until exit.
 StorageManager& GetStorage(MemoryKind kind, int device = 0);

@@ -125,6 +125,15 @@ std::unique_ptr<StorageManager> CreateStorageManager(MemoryKind kind, int device
 
 // Made on first use and never destroyed: buffers may be released while the
 // process exits, after static destructors would have run.
+std::size_t DeviceFreeBytes(int device) {
+  const int gpus = GpuCount();
+  if (device < 0 || device >= gpus) {
+    throw Unavailable(
+        fmt::format("[DeviceFreeBytes] gpu({}) is not available: {} GPU(s)", device, gpus));
+  }
+  return internal::FreeBytes(device);
+}
+
 StorageManager& GetStorage(MemoryKind kind, int device) {
   static auto* mu = new Mutex();
   static auto* managers =

@@ -92,11 +92,23 @@ class PinnedMemorySystem final : public SystemMemory {
 // Managed memory that lives on the host and that `device` reads in place
 // (no migration on first touch), which is what embedding tables larger than
 // the GPU want.
+//
+// Never more than the GPU has free: on a shared machine a managed request
+// beyond it can hang the GPU for every user, so it is refused up front,
+// naming the way out (host-mapped memory).
 class ManagedMemorySystem final : public SystemMemory {
  public:
   explicit ManagedMemorySystem(int device) : device_(device) {}
   void* Allocate(std::size_t bytes) override {
     ScopedDevice scope(device_);
+    const std::size_t free = FreeBytes(device_);
+    if (bytes > free) {
+      throw OutOfMemory(fmt::format(
+          "[UVM (managed)] refusing cudaMallocManaged of {} bytes: gpu({}) has {} bytes free, and "
+          "managed memory beyond the GPU's free memory can hang the GPU; use host-mapped pinned "
+          "memory instead (EMBER_UVM_MODE=mapped, or cache::HomeMemory::kMapped)",
+          bytes, device_, free));
+    }
     void* data = nullptr;
     if (!Allocated(cudaMallocManaged(&data, bytes, cudaMemAttachGlobal), "cudaMallocManaged")) {
       return nullptr;
@@ -130,6 +142,18 @@ class MappedMemorySystem final : public SystemMemory {
   void Free(void* data) override { CudaLogIfError(cudaFreeHost(data), "cudaFreeHost (mapped)"); }
   std::string Describe() const override { return "host-mapped pinned memory (cudaHostAlloc)"; }
 };
+
+}  // namespace
+
+std::size_t FreeBytes(int device) {
+  ScopedDevice scope(device);
+  std::size_t free = 0;
+  std::size_t total = 0;
+  CudaCheck(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return free;
+}
+
+namespace {
 
 bool SupportsManaged(int device) {
   int managed = 0;

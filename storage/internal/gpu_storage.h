@@ -6,11 +6,15 @@
 //
 // Thread safety: thread-safe.
 
+#include <cstddef>
 #include <memory>
 
 #include "storage/storage.h"
 
 namespace ember::storage::internal {
+
+// Bytes free on `device` now (cudaMemGetInfo).
+std::size_t FreeBytes(int device);
 
 std::unique_ptr<StorageManager> MakePinnedPool(const StorageOptions& options);
 std::unique_ptr<StorageManager> MakeDevicePool(int device, const StorageOptions& options);

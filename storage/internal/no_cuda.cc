@@ -17,6 +17,10 @@ namespace {
 
 }  // namespace
 
+std::size_t FreeBytes(int device) {
+  throw Unavailable(fmt::format("[DeviceFreeBytes] gpu({}): this build has no CUDA", device));
+}
+
 std::unique_ptr<StorageManager> MakePinnedPool(const StorageOptions&) {
   NoCuda(MemoryKind::kPinned);
 }

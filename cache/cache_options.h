@@ -1,0 +1,52 @@
+#pragma once
+
+// CacheOptions: how a CachedTbe is sized and placed, and how it chooses
+// what to keep.
+//
+// Sizing. The cache holds sets x 32 ways (slots), each a row of the largest
+// dim. `cache_bytes`, when set, is a budget for the slots and their state;
+// otherwise `load_factor` x the tables' total rows are cached. Either way
+// at least one set: a budget below one set is an InvalidArgument.
+//
+// Thread safety: plain values.
+
+#include <cstdint>
+
+#include "engine/context.h"
+#include "storage/dtype.h"
+
+namespace ember::cache {
+
+enum class CachePolicy {
+  kLru,  // evict the way used longest ago
+  kLfu,  // evict the way whose row was used least often (per-row counts), then the oldest
+};
+
+// Where every row (the "home" of the rows) lives.
+enum class HomeMemory {
+  // On a GPU: managed memory when the rows fit in the GPU's free memory,
+  // host-mapped pinned memory otherwise. On the CPU: host memory.
+  kAuto,
+  kManaged,  // cudaMallocManaged; refused beyond the GPU's free memory
+  kMapped,   // host-mapped pinned memory (cudaHostAllocMapped)
+};
+
+struct CacheOptions {
+  // Where the cache and its ops live: a GPU (slots in device memory) or the
+  // CPU (slots in host memory).
+  engine::Context ctx = engine::Context::CPU();
+  storage::DType dtype = storage::DType::kF32;  // of the rows: f32, f16 or bf16
+  double load_factor = 0.2;                     // cached rows / total rows, when cache_bytes is 0
+  int64_t cache_bytes = 0;                      // a budget for slots and state instead
+  CachePolicy policy = CachePolicy::kLru;
+  HomeMemory home = HomeMemory::kAuto;
+  // Multi-pass prefetch: `prefetch_passes` passes over chunks of the batch's
+  // indices, or, when prefetch_temp_bytes is set, as many as keep the
+  // prefetch's temporaries within that many bytes.
+  int prefetch_passes = 1;
+  int64_t prefetch_temp_bytes = 0;
+  // Statistics cost a few counter updates per row; off, they read zero.
+  bool collect_stats = true;
+};
+
+}  // namespace ember::cache

@@ -1,0 +1,51 @@
+#pragma once
+
+// CacheStats: what prefetches did, per table and in all, for the last
+// prefetch ("step") and since the cache was made. They observe only:
+// turning them off (CacheOptions::collect_stats) changes no result.
+//
+// Counts are of rows of a batch, each the first time a timestep uses it
+// (a multi-pass prefetch counts a row again only if it missed the cache in
+// an earlier pass too); `requested` counts indices.
+//
+// Thread safety: plain values.
+
+#include <cstdint>
+#include <vector>
+
+namespace ember::cache {
+
+struct CacheCounts {
+  int64_t requested = 0;        // indices looked up
+  int64_t unique = 0;           // distinct rows
+  int64_t unique_misses = 0;    // of those, not cached when looked up
+  int64_t inserted = 0;         // rows filled into the cache
+  int64_t evicted = 0;          // rows evicted (and written back home)
+  int64_t conflict_misses = 0;  // misses left uncached: no way of their set was free
+  int64_t bytes_to_cache = 0;   // home -> cache
+  int64_t bytes_to_home = 0;    // cache -> home (write-backs)
+
+  // Distinct rows found in the cache: 1 - unique_misses / unique (1 with
+  // no rows).
+  [[nodiscard]] double hit_rate() const {
+    return unique == 0 ? 1.0
+                       : 1.0 - static_cast<double>(unique_misses) / static_cast<double>(unique);
+  }
+  CacheCounts& operator+=(const CacheCounts& other);
+};
+
+struct CacheStats {
+  std::vector<CacheCounts> tables;  // one per table
+  CacheCounts all;                  // every table
+};
+
+// The cache's state, slot by slot, copied to the host (CachedTbe::Snapshot):
+// what row each slot holds (a linear id, or -1), the last timestep that used
+// it, and its lock count (the batches in flight using it).
+struct CacheSnapshot {
+  std::vector<int64_t> tags;
+  std::vector<int64_t> timestamps;
+  std::vector<int32_t> locks;
+};
+
+}  // namespace ember::cache

@@ -1,0 +1,202 @@
+// CachedTbe: sizing, memory and statistics (cached_tbe.h). The steps are in
+// cached_tbe_steps.cc.
+
+#include "cache/cached_tbe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cache/internal/cache_arrays.h"
+#include "cache/internal/cache_kernels.h"
+#include "cache/internal/home_memory.h"
+#include "engine/error.h"
+#include "ops/elementwise.h"
+#include "storage/storage.h"
+
+namespace ember::cache {
+namespace {
+
+using internal::CacheArgs;
+using storage::DType;
+using storage::Tensor;
+
+constexpr int64_t kWays = internal::kWays;
+// Per slot, besides its row: a tag, a timestamp, a lock.
+constexpr int64_t kStateBytesPerSlot = 8 + 8 + 4;
+
+int64_t ElementBytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+
+void CheckOptions(const CacheOptions& options) {
+  if (options.dtype != DType::kF32 && options.dtype != DType::kF16 &&
+      options.dtype != DType::kBF16) {
+    throw InvalidArgument(
+        fmt::format("[CachedTbe] rows of dtype {}; a cache holds f32, f16 or bf16",
+                    storage::ToString(options.dtype)));
+  }
+  if (!(options.load_factor > 0) || !std::isfinite(options.load_factor)) {
+    throw InvalidArgument(
+        fmt::format("[CachedTbe] load_factor {} must be positive", options.load_factor));
+  }
+  if (options.cache_bytes < 0 || options.prefetch_temp_bytes < 0) {
+    throw InvalidArgument(
+        fmt::format("[CachedTbe] cache_bytes {} and prefetch_temp_bytes {} must not be negative",
+                    options.cache_bytes, options.prefetch_temp_bytes));
+  }
+  if (options.prefetch_passes < 1) {
+    throw InvalidArgument(
+        fmt::format("[CachedTbe] prefetch_passes {} must be at least 1", options.prefetch_passes));
+  }
+}
+
+storage::StorageManager& DeviceMemoryFor(engine::Context ctx) {
+  return ctx.is_gpu() ? storage::GetStorage(storage::MemoryKind::kDevice, ctx.device_id)
+                      : storage::GetStorage(storage::MemoryKind::kCpu);
+}
+
+std::size_t HomeBytes(const ops::TbeTables& tables, const CacheOptions& options) {
+  return static_cast<std::size_t>(tables.total_elements() * ElementBytes(options.dtype));
+}
+
+int64_t SlotDim(const ops::TbeTables& tables) {
+  int64_t dim = 0;
+  for (int t = 0; t < tables.num_tables(); ++t) dim = std::max(dim, tables.dim(t));
+  return dim;
+}
+
+// Sets from the byte budget or the load factor; at least one, and few
+// enough that slot numbers fit the i32 locations.
+int64_t NumSets(const ops::TbeTables& tables, const CacheOptions& options, int64_t slot_dim) {
+  const int64_t slot_bytes = slot_dim * ElementBytes(options.dtype) + kStateBytesPerSlot;
+  int64_t sets = 0;
+  if (options.cache_bytes > 0) {
+    sets = options.cache_bytes / (slot_bytes * kWays);
+    if (sets < 1) {
+      throw InvalidArgument(fmt::format(
+          "[CachedTbe] a cache of {} bytes is smaller than one set: {} ways of {} bytes (a row "
+          "of dim {} and its state) need {} bytes",
+          options.cache_bytes, kWays, slot_bytes, slot_dim, kWays * slot_bytes));
+    }
+  } else {
+    const double rows = options.load_factor * static_cast<double>(tables.total_rows());
+    sets = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(rows / kWays)));
+  }
+  const int64_t max_sets = std::numeric_limits<int32_t>::max() / kWays;
+  if (sets > max_sets) {
+    throw InvalidArgument(
+        fmt::format("[CachedTbe] {} sets ({} slots) exceed the {} slots a cache "
+                    "may have",
+                    sets, sets * kWays, max_sets * kWays));
+  }
+  return sets;
+}
+
+}  // namespace
+
+CacheCounts& CacheCounts::operator+=(const CacheCounts& other) {
+  requested += other.requested;
+  unique += other.unique;
+  unique_misses += other.unique_misses;
+  inserted += other.inserted;
+  evicted += other.evicted;
+  conflict_misses += other.conflict_misses;
+  bytes_to_cache += other.bytes_to_cache;
+  bytes_to_home += other.bytes_to_home;
+  return *this;
+}
+
+CachedTbe::CachedTbe(engine::Engine& engine, ops::TbeTables tables, const CacheOptions& options,
+                     storage::StorageManager* device_memory)
+    : engine_(engine),
+      tables_(std::move(tables)),
+      options_(options),
+      device_memory_(device_memory != nullptr ? *device_memory : DeviceMemoryFor(options.ctx)),
+      home_memory_(
+          internal::HomeMemoryFor(options.ctx, options.home, HomeBytes(tables_, options))) {
+  CheckOptions(options_);
+  slot_dim_ = SlotDim(tables_);
+  num_sets_ = NumSets(tables_, options_, slot_dim_);
+  const engine::Context ctx = options_.ctx;
+  home_ = Tensor::Empty(engine_, home_memory_, {tables_.total_elements()}, options_.dtype, ctx);
+  slots_ = Tensor::Empty(engine_, device_memory_, {num_slots(), slot_dim_}, options_.dtype, ctx);
+  state_ =
+      Tensor::Empty(engine_, device_memory_,
+                    {internal::StateElements(num_slots(), tables_.num_tables())}, DType::kI64, ctx);
+  if (options_.policy == CachePolicy::kLfu) {
+    counts_ = Tensor::Empty(engine_, home_memory_, {tables_.total_rows()}, DType::kI64, ctx);
+  }
+  tables_meta_ = Tensor::Empty(engine_, device_memory_, {internal::TableArrayElements(tables_)},
+                               DType::kI64, ctx);
+  args_ = std::make_shared<const CacheArgs>(internal::MakeCacheArgs(
+      tables_, options_, num_sets_, slot_dim_, home_, slots_, state_, counts_, tables_meta_));
+  internal::PushInitialize(engine_, tables_, args_, tables_meta_, state_, counts_);
+}
+
+CachedTbe::~CachedTbe() = default;  // the tensors delete themselves through the engine
+
+int64_t CachedTbe::num_slots() const { return num_sets_ * kWays; }
+
+int CachedTbe::PassesFor(int64_t num_indices) const {
+  if (options_.prefetch_temp_bytes <= 0) return options_.prefetch_passes;
+  const int64_t per_index = std::max<int64_t>(1, internal::PrefetchScratchBytes(1));
+  const int64_t chunk = std::max<int64_t>(1, options_.prefetch_temp_bytes / per_index);
+  return static_cast<int>(std::max<int64_t>(1, (num_indices + chunk - 1) / chunk));
+}
+
+CacheLocations CachedTbe::NewLocations(int64_t max_indices) {
+  if (max_indices < 0) {
+    throw InvalidArgument(
+        fmt::format("[CachedTbe::NewLocations] max_indices {} is negative", max_indices));
+  }
+  const int64_t capacity = max_indices + (max_indices % 2);  // keeps the i64 count aligned
+  return CacheLocations(
+      Tensor::Empty(engine_, device_memory_, {2 * capacity + 2}, DType::kI32, options_.ctx),
+      capacity);
+}
+
+storage::Tensor& CachedTbe::OptimizerState(Tensor& state, int64_t elements) {
+  if (!state) {
+    state = Tensor::Empty(engine_, home_memory_, {elements}, DType::kF32, options_.ctx);
+    ops::Fill(state, 0.0f);
+  }
+  return state;
+}
+
+CacheSnapshot CachedTbe::Snapshot() {
+  engine_.WaitForVar(state_.var());
+  const int64_t slots = num_slots();
+  const std::vector<int64_t> raw =
+      internal::ReadState(*args_, 2 * slots + (slots + 1) / 2);  // tags, timestamps, locks
+  CacheSnapshot snapshot;
+  snapshot.tags.assign(raw.begin(), raw.begin() + slots);
+  snapshot.timestamps.assign(raw.begin() + slots, raw.begin() + 2 * slots);
+  const auto* locks = reinterpret_cast<const int32_t*>(raw.data() + 2 * slots);
+  snapshot.locks.assign(locks, locks + slots);
+  return snapshot;
+}
+
+CacheStats CachedTbe::LastStepStats() { return ReadStats(/*total=*/false); }
+CacheStats CachedTbe::TotalStats() { return ReadStats(/*total=*/true); }
+
+CacheStats CachedTbe::ReadStats(bool total) {
+  engine_.WaitForVar(state_.var());
+  const std::vector<int64_t> raw = internal::ReadStats(*args_, total);
+  CacheStats stats;
+  auto counts_at = [&](int row) {
+    const int64_t* f = &raw[static_cast<std::size_t>(row) * internal::kStatFields];
+    return CacheCounts{f[internal::kRequested],    f[internal::kUnique],
+                       f[internal::kUniqueMisses], f[internal::kInserted],
+                       f[internal::kEvicted],      f[internal::kConflictMisses],
+                       f[internal::kBytesToCache], f[internal::kBytesToHome]};
+  };
+  for (int t = 0; t < tables_.num_tables(); ++t) stats.tables.push_back(counts_at(t));
+  stats.all = counts_at(tables_.num_tables());
+  return stats;
+}
+
+}  // namespace ember::cache

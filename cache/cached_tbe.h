@@ -1,0 +1,207 @@
+#pragma once
+
+// CachedTbe: table-batched embedding bags whose rows live in host-reachable
+// memory ("home": managed or host-mapped pinned memory on a GPU, host memory
+// otherwise), with the hot rows cached in a set-associative software cache
+// on the cache's context (GPU memory on a GPU), as FBGEMM's TBE with its
+// UVM cache. Every step is an engine op over four vars, which is what makes
+// a training pipeline only a push order (docs/cache.md):
+//
+//   op               writes                        reads
+//   Prefetch(i)      state, locations(i)           home, batch(i)
+//   Forward(i)       out(i)                        home, slots, locations(i), batch(i)
+//   Relookup(i)      state, locations(i)           batch(i)
+//   Backward*(i)     slots, home, optimizer state  locations(i), batch(i), grad(i)
+//   Flush            home                          state, slots
+//   Reset            home, state, slots
+//   Warm             state, slots                  home
+//   LookupForInference  locations                  state, batch
+//   ForwardInference    out                        home, slots, state, locations, batch
+//
+// (home = var uvm_weights, slots = cache_weights, state = cache_state.)
+// Prefetch(i) also fills unlocked slots and writes evicted rows back home
+// without declaring either written: line locking keeps both away from every
+// slot and row a batch in flight uses (cache/internal/cache_args.h), so
+// Prefetch(i+1) runs while Forward(i) reads.
+//
+// A batch in flight holds its rows' slots locked from its Prefetch to its
+// Relookup, which must come after the next batch's Prefetch and before its
+// own Backward (FBGEMM's cache-invalidation fix: a row that missed in batch
+// i but was inserted by prefetch(i+1) then gets batch i's update in its
+// slot). Baseline order: Prefetch(i), Forward(i), Relookup(i), Backward(i).
+// Prefetch order: Prefetch(i+1) before Forward(i), then Relookup(i),
+// Backward(i).
+//
+// Optimizer state stays at home, beside the rows, for cached and uncached
+// rows alike (row-wise Adagrad's accumulator, Adam's moments: tensors of
+// their own, made on first use, that the backward writes); only the rows
+// move between home and slots, so the state is exact whatever is cached.
+//
+// Thread safety: the push functions are thread-safe as engine pushes are;
+// their order is the pipeline, so one thread pushes a cache's ops.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "cache/cache_options.h"
+#include "cache/cache_stats.h"
+#include "engine/engine.h"
+#include "ops/embedding_bag.h"
+#include "storage/storage_manager.h"
+#include "storage/tensor.h"
+
+namespace ember::cache {
+
+namespace internal {
+struct CacheArgs;
+}  // namespace internal
+
+// One batch's row locations (var locations(i)): per index the slot holding
+// its row or a miss, then the slots the batch locked. Make one per batch in
+// flight with CachedTbe::NewLocations; reuse it once that batch's backward
+// is pushed (the engine orders the reuse).
+class CacheLocations {
+ public:
+  CacheLocations(CacheLocations&&) noexcept = default;
+  CacheLocations& operator=(CacheLocations&&) noexcept = default;
+
+  // The most indices a batch may have.
+  [[nodiscard]] int64_t capacity() const { return capacity_; }
+  // i32: [capacity] slots (-1: the home row), [capacity] locked slots, and
+  // their count as one i64 (two i32) at the end.
+  [[nodiscard]] const storage::Tensor& tensor() const { return tensor_; }
+
+ private:
+  friend class CachedTbe;
+  CacheLocations(storage::Tensor tensor, int64_t capacity)
+      : tensor_(std::move(tensor)), capacity_(capacity) {}
+  storage::Tensor tensor_;
+  int64_t capacity_ = 0;
+};
+
+class CachedTbe {
+ public:
+  // The home rows (their values unset: fill home() before the first
+  // prefetch) and an empty cache. Memory for the home comes from a manager
+  // the cache makes per CacheOptions::home (on a GPU, a kUvm manager);
+  // slots, state and temporaries from `device_memory` (default: the
+  // process-wide manager of the context's kind). Throws InvalidArgument for
+  // a cache smaller than one set or a dtype that is not f32/f16/bf16,
+  // Unavailable for a GPU that is missing, OutOfMemory. REQUIRES: `engine`
+  // (and `device_memory`) outlive the cache.
+  CachedTbe(engine::Engine& engine, ops::TbeTables tables, const CacheOptions& options,
+            storage::StorageManager* device_memory = nullptr);
+  // Deletes its tensors through the engine: memory goes back once every op
+  // pushed on them has run; never blocks.
+  ~CachedTbe();
+  CachedTbe(const CachedTbe&) = delete;
+  CachedTbe& operator=(const CachedTbe&) = delete;
+
+  [[nodiscard]] const ops::TbeTables& tables() const { return tables_; }
+  [[nodiscard]] const CacheOptions& options() const { return options_; }
+  [[nodiscard]] int64_t num_sets() const { return num_sets_; }
+  [[nodiscard]] int64_t num_slots() const;
+  [[nodiscard]] int64_t slot_dim() const { return slot_dim_; }
+  // The passes a prefetch of `num_indices` indices takes (options).
+  [[nodiscard]] int PassesFor(int64_t num_indices) const;
+
+  // Every row, table after table as TbeTables lays them out (var
+  // uvm_weights), on the cache's context. Fill it with ops (Fill,
+  // RandomUniform, a CopyTo) or on the host after WaitToWrite().
+  [[nodiscard]] storage::Tensor& home() { return home_; }
+  // The slots ([num_slots, slot_dim], var cache_weights) and the state
+  // (var cache_state), for tests and tools; read them only after a wait.
+  [[nodiscard]] const storage::Tensor& slots() const { return slots_; }
+  [[nodiscard]] const storage::Tensor& state() const { return state_; }
+
+  // Locations for batches of up to `max_indices` indices.
+  [[nodiscard]] CacheLocations NewLocations(int64_t max_indices);
+
+  // The steps (see the table above). Each checks its arguments at the push
+  // and throws InvalidArgument naming what is wrong, before anything is
+  // pushed: a batch whose table count or batch size does not fit, tensors
+  // on another context, locations too small. A bad index or offset found
+  // while the op runs is the op's InvalidArgument, naming the table, the
+  // bag and the value, and changes nothing in the cache.
+  void Prefetch(const ops::TbeBatch& batch, CacheLocations& locations);
+  void Forward(const ops::TbeBatch& batch, const CacheLocations& locations, storage::Tensor& out,
+               const ops::TbeOptions& options = {});
+  void Relookup(const ops::TbeBatch& batch, CacheLocations& locations);
+  void BackwardSgd(const ops::TbeBatch& batch, const CacheLocations& locations,
+                   const storage::Tensor& grad_output, const ops::SgdOptions& sgd,
+                   const ops::TbeOptions& options = {});
+  void BackwardRowwiseAdagrad(const ops::TbeBatch& batch, const CacheLocations& locations,
+                              const storage::Tensor& grad_output,
+                              const ops::RowwiseAdagradOptions& adagrad,
+                              const ops::TbeOptions& options = {});
+  // `step` counts from 1, as in ops::EmbeddingBagBackwardAdam.
+  void BackwardAdam(const ops::TbeBatch& batch, const CacheLocations& locations,
+                    const storage::Tensor& grad_output, int64_t step, const ops::AdamOptions& adam,
+                    const ops::TbeOptions& options = {});
+
+  // Inference: looks the batch up without locking or inserting, and its
+  // forward reads the state too, so that a later prefetch (which writes the
+  // state) cannot refill a slot it reads.
+  void LookupForInference(const ops::TbeBatch& batch, CacheLocations& locations);
+  void ForwardInference(const ops::TbeBatch& batch, const CacheLocations& locations,
+                        storage::Tensor& out, const ops::TbeOptions& options = {});
+
+  // Writes every cached row back home; the cache stays valid.
+  void Flush();
+  // Writes every cached row back home and empties the cache. Throws
+  // UsageError while a batch is in flight (prefetched, not relooked up).
+  void Reset();
+  // Fills free ways with `rows` (linear ids: table's first row + row; a
+  // checkpoint's hot rows), in order; rows already cached and rows whose
+  // set is full are skipped. Throws InvalidArgument for an id out of range.
+  void Warm(std::span<const int64_t> rows);
+
+  // The optimizer state at home (made, zeroed, by the first backward that
+  // needs it; empty before): row-wise Adagrad's accumulator ([total_rows]
+  // f32) and Adam's moments ([total_elements] f32 each).
+  [[nodiscard]] storage::Tensor& accumulator() { return accumulator_; }
+  [[nodiscard]] storage::Tensor& adam_m() { return adam_m_; }
+  [[nodiscard]] storage::Tensor& adam_v() { return adam_v_; }
+
+  // Statistics of the last prefetch and since the cache was made. Waits for
+  // the ops pushed on the state so far (WaitForVar); a sync point, meant
+  // for progress lines, not every step.
+  [[nodiscard]] CacheStats LastStepStats();
+  [[nodiscard]] CacheStats TotalStats();
+
+  // The state slot by slot, for tests and tools. Waits like the statistics.
+  [[nodiscard]] CacheSnapshot Snapshot();
+
+  // Batches prefetched and not yet relooked up, in push order.
+  [[nodiscard]] int batches_in_flight() const { return in_flight_; }
+
+ private:
+  void CheckBatch(const char* op, const ops::TbeBatch& batch,
+                  const CacheLocations* locations) const;
+  CacheStats ReadStats(bool total);
+  storage::Tensor& OptimizerState(storage::Tensor& state, int64_t elements);
+
+  engine::Engine& engine_;
+  const ops::TbeTables tables_;
+  const CacheOptions options_;
+  storage::StorageManager& device_memory_;  // slots, state, locations, temporaries
+  storage::StorageManager& home_memory_;    // home rows and optimizer state
+  int64_t num_sets_ = 0;
+  int64_t slot_dim_ = 0;
+  storage::Tensor home_;
+  storage::Tensor slots_;
+  storage::Tensor state_;        // i64: tags, timestamps, locks, stats
+  storage::Tensor counts_;       // LFU: i64 per row, at home; empty for LRU
+  storage::Tensor tables_meta_;  // the TbeTables arrays, on the cache's context
+  storage::Tensor accumulator_;
+  storage::Tensor adam_m_;
+  storage::Tensor adam_v_;
+  // The kernels' view of the cache (cache/internal/cache_args.h); shared
+  // with the ops pushed, which may outlive a step's push.
+  std::shared_ptr<const internal::CacheArgs> args_;
+  int64_t timestep_ = 0;  // of the last prefetch pushed
+  int in_flight_ = 0;
+};
+
+}  // namespace ember::cache

@@ -1,0 +1,126 @@
+#pragma once
+
+// The arrays of a cached TBE and the arguments of its kernels, CPU and CUDA
+// alike: declared once, so that both implementations' parity shows here.
+//
+// Layout.
+//  - Home (var uvm_weights): every row of every table, table after table
+//    as TbeTables lays them out, in host-reachable memory (managed or
+//    host-mapped pinned on a GPU, host memory otherwise). A row is named by
+//    its linear id: row + the table's first row.
+//  - Slots (var cache_weights): num_sets * kWays rows of slot_dim elements
+//    (the largest dim), the home's dtype; slot s of set q is q * kWays + w.
+//  - State (var cache_state): per slot a tag (the linear id it holds, or
+//    kEmpty), a timestamp (the last timestep that used it) and a lock count;
+//    with LFU, per row an access count (in home memory: one per row).
+//  - Locations (var locations(i), one per batch in flight): per index of the
+//    batch the slot holding its row, or kMiss; then the slots the batch
+//    locked (each once), for the relookup that releases them.
+//
+// Invariants (with which op may write what):
+//  1. A row is in at most one slot, and only in a slot of its set
+//     (SetOf(linear id)). A slot's tag and row change only in prefetch,
+//     warm and reset, which write cache_state.
+//  2. A slot's lock count is the number of batches in flight (prefetched,
+//     not yet relooked up) that use it: a prefetch locks each slot its
+//     batch uses exactly once (the timestamp says whether this timestep
+//     already did), and the relookup of that batch unlocks the same slots.
+//  3. A prefetch takes a victim only among unlocked ways whose timestamp is
+//     older than the current timestep (never a way locked, or filled or
+//     used in this timestep), and writes an evicted row back to its home
+//     row first. So it touches no slot an in-flight batch reads or writes,
+//     and no home row an in-flight batch uses: it declares neither
+//     cache_weights nor uvm_weights written, and runs while forward(i)
+//     reads them. What it writes (unlocked slots, home rows of evicted
+//     rows) no op in flight reads.
+//  4. Victims: LRU, the oldest timestamp first; LFU, the smallest count of
+//     the cached row first, then the oldest; ties by way. Misses of a set
+//     are inserted in increasing linear id; a miss left without a victim is
+//     a conflict miss and is read and updated at its home row. Both
+//     implementations follow this order, so they agree bit for bit.
+//
+// Thread safety: plain values.
+
+#include <cstdint>
+
+namespace ember::cache::internal {
+
+inline constexpr int kWays = 32;
+inline constexpr int64_t kEmpty = -1;  // a tag: the slot holds no row
+inline constexpr int32_t kMiss = -1;   // a location: read the home row
+
+enum class RowType : uint8_t { kF32, kF16, kBF16 };
+enum class Policy : uint8_t { kLru, kLfu };
+
+// The set of a row: a 64-bit mix (SplitMix64's finalizer) of its linear id,
+// so that consecutive ids of every table spread over all sets and tables
+// share one cache.
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+    inline int64_t
+    SetOf(int64_t linear_id, int64_t num_sets) {
+  uint64_t x = static_cast<uint64_t>(linear_id);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return static_cast<int64_t>(x % static_cast<uint64_t>(num_sets));
+}
+
+// Statistics, per table (T rows) then one row of totals, kStatFields each.
+enum StatField : int {
+  kRequested = 0,   // indices looked up
+  kUnique,          // distinct rows, first use in this timestep
+  kUniqueMisses,    // of those, not in the cache when looked up
+  kInserted,        // rows filled into a slot
+  kEvicted,         // rows evicted (written back)
+  kConflictMisses,  // misses left without a victim
+  kBytesToCache,    // bytes copied home -> slots
+  kBytesToHome,     // bytes written back slots -> home
+  kStatFields,
+};
+
+// The cache itself: sizes and arrays, valid for the cache's life.
+struct CacheArgs {
+  int device = -1;  // the GPU the cache lives on; -1: the CPU
+  int num_tables = 0;
+  int64_t num_sets = 0;
+  int64_t slot_dim = 0;  // elements a slot holds
+  RowType row_type = RowType::kF32;
+  Policy policy = Policy::kLru;
+  // Per table (T) and the T + 1 prefix sums, as in TbeTables. Host memory
+  // for the CPU kernels, device memory for the CUDA ones.
+  const int64_t* rows = nullptr;
+  const int64_t* dims = nullptr;
+  const int64_t* row_offsets = nullptr;     // linear id of each table's row 0
+  const int64_t* weight_offsets = nullptr;  // element of each table's row 0
+  int64_t total_rows = 0;
+  void* home = nullptr;            // every row
+  void* slots = nullptr;           // num_sets * kWays * slot_dim
+  int64_t* tags = nullptr;         // per slot
+  int64_t* timestamps = nullptr;   // per slot
+  int32_t* locks = nullptr;        // per slot
+  int64_t* counts = nullptr;       // LFU: per row (home memory)
+  int64_t* stats_step = nullptr;   // (T + 1) * kStatFields, this timestep
+  int64_t* stats_total = nullptr;  // (T + 1) * kStatFields, since creation
+};
+
+// One batch: the TBE layout of ops/embedding_bag.h (indices, T * B + 1
+// table-major offsets), exactly one of the 32/64-bit pointer pairs set.
+struct BatchArgs {
+  int64_t batch_size = 0;  // B
+  int64_t num_indices = 0;
+  const int32_t* indices32 = nullptr;
+  const int64_t* indices64 = nullptr;
+  const int32_t* offsets32 = nullptr;
+  const int64_t* offsets64 = nullptr;
+};
+
+// A batch's locations: per index a slot or kMiss, then the locked slots.
+struct LocationArgs {
+  int32_t* slot_of = nullptr;  // num_indices entries
+  int32_t* locked = nullptr;   // up to num_indices entries
+  int64_t* num_locked = nullptr;
+};
+
+}  // namespace ember::cache::internal

@@ -1,0 +1,138 @@
+#include "cache/internal/cache_arrays.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "cache/internal/cache_kernels.h"
+#include "cache/internal/cache_push.h"
+
+namespace ember::cache::internal {
+namespace {
+
+RowType RowTypeOf(storage::DType dtype) {
+  switch (dtype) {
+    case storage::DType::kF16:
+      return RowType::kF16;
+    case storage::DType::kBF16:
+      return RowType::kBF16;
+    default:
+      return RowType::kF32;
+  }
+}
+
+int64_t StatElements(int num_tables) { return (num_tables + 1) * int64_t{kStatFields}; }
+
+}  // namespace
+
+int64_t StateElements(int64_t num_slots, int num_tables) {
+  return 2 * num_slots + (num_slots + 1) / 2 + 2 * StatElements(num_tables);
+}
+
+int64_t TableArrayElements(const ops::TbeTables& tables) {
+  return 4 * int64_t{tables.num_tables()} + 2;
+}
+
+std::vector<int64_t> TableArrays(const ops::TbeTables& tables) {
+  const int t_count = tables.num_tables();
+  std::vector<int64_t> values;
+  values.reserve(static_cast<std::size_t>(TableArrayElements(tables)));
+  for (int t = 0; t < t_count; ++t) values.push_back(tables.rows(t));
+  for (int t = 0; t < t_count; ++t) values.push_back(tables.dim(t));
+  for (int t = 0; t <= t_count; ++t) {
+    values.push_back(t < t_count ? tables.row_offset(t) : tables.total_rows());
+  }
+  for (int t = 0; t <= t_count; ++t) {
+    values.push_back(t < t_count ? tables.weight_offset(t) : tables.total_elements());
+  }
+  return values;
+}
+
+CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& options, int64_t num_sets,
+                        int64_t slot_dim, const storage::Tensor& home, const storage::Tensor& slots,
+                        const storage::Tensor& state, const storage::Tensor& counts,
+                        const storage::Tensor& meta) {
+  CacheArgs args;
+  args.device = options.ctx.is_gpu() ? options.ctx.device_id : -1;
+  const int t_count = tables.num_tables();
+  args.num_tables = t_count;
+  args.num_sets = num_sets;
+  args.slot_dim = slot_dim;
+  args.row_type = RowTypeOf(options.dtype);
+  args.policy = options.policy == CachePolicy::kLfu ? Policy::kLfu : Policy::kLru;
+  const int64_t* base = meta.data<int64_t>();
+  args.rows = base;
+  args.dims = base + t_count;
+  args.row_offsets = base + 2 * t_count;
+  args.weight_offsets = base + 3 * t_count + 1;
+  args.total_rows = tables.total_rows();
+  args.home = home.data();
+  args.slots = slots.data();
+  const int64_t num_slots = num_sets * kWays;
+  int64_t* s = state.data<int64_t>();
+  args.tags = s;
+  args.timestamps = s + num_slots;
+  args.locks = reinterpret_cast<int32_t*>(s + 2 * num_slots);
+  int64_t* stats = s + 2 * num_slots + (num_slots + 1) / 2;
+  if (options.collect_stats) {
+    args.stats_step = stats;
+    args.stats_total = stats + StatElements(t_count);
+  }
+  args.counts = counts ? counts.data<int64_t>() : nullptr;
+  return args;
+}
+
+LocationArgs LocationsIn(const storage::Tensor& locations, int64_t capacity) {
+  int32_t* base = locations.data<int32_t>();
+  return LocationArgs{base, base + capacity, reinterpret_cast<int64_t*>(base + 2 * capacity)};
+}
+
+void PushInitialize(engine::Engine& engine, const ops::TbeTables& tables,
+                    std::shared_ptr<const CacheArgs> args, const storage::Tensor& meta,
+                    const storage::Tensor& state, const storage::Tensor& counts) {
+  StepVars vars{{}, {meta.var(), state.var()}};
+  if (counts) vars.writes.push_back(counts.var());
+  const engine::Context ctx = meta.ctx();
+  int64_t* stats = args->tags + StateElements(args->num_sets * kWays, args->num_tables) -
+                   2 * StatElements(args->num_tables);
+  PushCacheOp(engine, "CachedTbe::Initialize", ctx, engine::FnProperty::kNormal, vars,
+              [args, values = TableArrays(tables), meta = meta.data<int64_t>(), stats,
+               stat_count = 2 * StatElements(args->num_tables), ctx](void* stream) {
+                if (ctx.is_gpu()) {
+                  InitializeCuda(*args, values.data(), static_cast<int64_t>(values.size()), meta,
+                                 stats, stat_count, ctx.device_id, stream);
+                } else {
+                  std::copy(values.begin(), values.end(), meta);
+                  ResetCpu(*args);
+                  std::fill(stats, stats + stat_count, 0);
+                  if (args->counts != nullptr) {
+                    std::fill(args->counts, args->counts + args->total_rows, 0);
+                  }
+                }
+                return engine::DeferredCheck();
+              });
+}
+
+namespace {
+
+std::vector<int64_t> Read(const CacheArgs& cache, const int64_t* from, int64_t count) {
+  std::vector<int64_t> values(static_cast<std::size_t>(count), 0);
+  if (from == nullptr) return values;
+  if (cache.device < 0) {
+    std::copy(from, from + count, values.begin());
+  } else {
+    ReadDeviceCuda(from, values.data(), count, cache.device);
+  }
+  return values;
+}
+
+}  // namespace
+
+std::vector<int64_t> ReadStats(const CacheArgs& cache, bool total) {
+  return Read(cache, total ? cache.stats_total : cache.stats_step, StatElements(cache.num_tables));
+}
+
+std::vector<int64_t> ReadState(const CacheArgs& cache, int64_t count) {
+  return Read(cache, cache.tags, count);
+}
+
+}  // namespace ember::cache::internal

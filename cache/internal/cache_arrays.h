@@ -1,0 +1,51 @@
+#pragma once
+
+// Where a CachedTbe's arrays sit in its tensors, and the ops that set them
+// up and read them back: the CacheArgs of cache_args.h built from tensors.
+//
+//   tables meta (i64): rows (T), dims (T), row offsets (T + 1), weight
+//                      offsets (T + 1)
+//   state (i64):       tags (S), timestamps (S), locks (S i32, S / 2 i64),
+//                      this step's statistics, the totals ((T + 1) x F each)
+//   locations (i32):   slot per index (C), locked slots (C), their count (i64)
+//
+// Thread safety: functions of their arguments; PushInitialize pushes.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cache/cache_options.h"
+#include "cache/internal/cache_args.h"
+#include "engine/engine.h"
+#include "ops/embedding_bag.h"
+#include "storage/tensor.h"
+
+namespace ember::cache::internal {
+
+int64_t StateElements(int64_t num_slots, int num_tables);
+int64_t TableArrayElements(const ops::TbeTables& tables);
+// The tables meta's values, in the order above.
+std::vector<int64_t> TableArrays(const ops::TbeTables& tables);
+
+CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& options, int64_t num_sets,
+                        int64_t slot_dim, const storage::Tensor& home, const storage::Tensor& slots,
+                        const storage::Tensor& state, const storage::Tensor& counts,
+                        const storage::Tensor& meta);
+
+// A batch's locations in its tensor of `capacity` (see the layout).
+LocationArgs LocationsIn(const storage::Tensor& locations, int64_t capacity);
+
+// Pushes the op that fills the tables meta, empties every slot and zeroes
+// the statistics (and LFU counts): it writes meta, state and counts.
+void PushInitialize(engine::Engine& engine, const ops::TbeTables& tables,
+                    std::shared_ptr<const CacheArgs> args, const storage::Tensor& meta,
+                    const storage::Tensor& state, const storage::Tensor& counts);
+
+// The statistics (T + 1 rows of kStatFields): this step's, or the totals.
+// REQUIRES: the ops writing the state have finished (a WaitForVar).
+std::vector<int64_t> ReadStats(const CacheArgs& cache, bool total);
+// The first `count` values of the state (tags first), the same way.
+std::vector<int64_t> ReadState(const CacheArgs& cache, int64_t count);
+
+}  // namespace ember::cache::internal

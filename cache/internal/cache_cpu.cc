@@ -1,0 +1,168 @@
+// The cache's CPU kernels (cache_kernels.h): the reference the CUDA kernels
+// match bit for bit, following the order of cache_args.h (invariant 4).
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "cache/internal/cache_kernels.h"
+#include "cache/internal/cache_rows.h"
+#include "cache/internal/cache_rows_cpu.h"
+
+namespace ember::cache::internal {
+namespace {
+
+// A pass's distinct rows, in increasing linear id.
+std::vector<int64_t> DistinctRows(const std::vector<int64_t>& linear, int64_t begin, int64_t end) {
+  std::vector<int64_t> rows(linear.begin() + begin, linear.begin() + end);
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+int64_t* Stat(const CacheArgs& cache, int64_t* stats, int table, StatField field) {
+  return &stats[table * kStatFields + field];
+}
+
+// Adds `value` to a field of `table` and of the totals, this step's and
+// since creation.
+void Count(const CacheArgs& cache, int table, StatField field, int64_t value) {
+  for (int64_t* stats : {cache.stats_step, cache.stats_total}) {
+    *Stat(cache, stats, table, field) += value;
+    *Stat(cache, stats, cache.num_tables, field) += value;
+  }
+}
+
+// The order in which the ways of a set are taken as victims (invariant 4):
+// eligible ways only (unlocked, not used in this timestep).
+std::vector<int64_t> Victims(const CacheArgs& cache, int64_t set, int64_t timestep) {
+  std::vector<int64_t> victims;
+  for (int w = 0; w < kWays; ++w) {
+    const int64_t slot = set * kWays + w;
+    if (cache.locks[slot] == 0 && cache.timestamps[slot] < timestep) victims.push_back(slot);
+  }
+  std::stable_sort(victims.begin(), victims.end(),
+                   [&](int64_t a, int64_t b) { return VictimKey(cache, a) < VictimKey(cache, b); });
+  return victims;
+}
+
+// One pass over indices [begin, end): hits, misses and insertions, then
+// the pass's locations.
+void PrefetchPass(const CacheArgs& cache, const std::vector<int64_t>& linear, int64_t begin,
+                  int64_t end, const LocationArgs& where, int64_t timestep) {
+  for (int64_t k = begin; k < end; ++k) Count(cache, TableOf(cache, linear[k]), kRequested, 1);
+  std::vector<std::pair<int64_t, int64_t>> misses;  // (set, row)
+  for (const int64_t row : DistinctRows(linear, begin, end)) {
+    const int table = TableOf(cache, row);
+    const int64_t slot = FindSlot(cache, row);
+    if (slot >= 0) {
+      if (cache.timestamps[slot] == timestep) continue;  // an earlier pass took it
+      cache.timestamps[slot] = timestep;
+      ++cache.locks[slot];
+      where.locked[(*where.num_locked)++] = static_cast<int32_t>(slot);
+      Count(cache, table, kUnique, 1);
+      if (cache.policy == Policy::kLfu) ++cache.counts[row];
+      continue;
+    }
+    Count(cache, table, kUnique, 1);
+    Count(cache, table, kUniqueMisses, 1);
+    if (cache.policy == Policy::kLfu) ++cache.counts[row];
+    misses.push_back({SetOf(row, cache.num_sets), row});
+  }
+  std::sort(misses.begin(), misses.end());  // by set, then by row
+  for (std::size_t i = 0; i < misses.size();) {
+    const int64_t set = misses[i].first;
+    const std::vector<int64_t> victims = Victims(cache, set, timestep);
+    std::size_t used = 0;
+    for (; i < misses.size() && misses[i].first == set; ++i) {
+      const int64_t row = misses[i].second;
+      const int table = TableOf(cache, row);
+      if (used == victims.size()) {
+        Count(cache, table, kConflictMisses, 1);
+        continue;
+      }
+      const int64_t slot = victims[used++];
+      if (cache.tags[slot] != kEmpty) {
+        const int64_t evicted = cache.tags[slot];
+        const int evicted_table = TableOf(cache, evicted);
+        CopyRow(cache, SlotRow(cache, slot), HomeRow(cache, evicted), cache.dims[evicted_table]);
+        Count(cache, evicted_table, kEvicted, 1);
+        Count(cache, evicted_table, kBytesToHome, RowBytes(cache, evicted_table));
+      }
+      CopyRow(cache, HomeRow(cache, row), SlotRow(cache, slot), cache.dims[table]);
+      cache.tags[slot] = row;
+      cache.timestamps[slot] = timestep;
+      cache.locks[slot] = 1;
+      where.locked[(*where.num_locked)++] = static_cast<int32_t>(slot);
+      Count(cache, table, kInserted, 1);
+      Count(cache, table, kBytesToCache, RowBytes(cache, table));
+    }
+  }
+  for (int64_t k = begin; k < end; ++k) {
+    where.slot_of[k] = static_cast<int32_t>(std::max<int64_t>(kMiss, FindSlot(cache, linear[k])));
+  }
+}
+
+}  // namespace
+
+void PrefetchCpu(const CacheArgs& cache, const BatchArgs& batch, const LocationArgs& where,
+                 int64_t timestep, int passes) {
+  const std::vector<int64_t> linear = Linearize(cache, batch, "CachedTbe::Prefetch");
+  std::fill(cache.stats_step, cache.stats_step + (cache.num_tables + 1) * kStatFields, 0);
+  *where.num_locked = 0;
+  const int64_t n = batch.num_indices;
+  const int64_t chunk = passes <= 1 ? n : (n + passes - 1) / passes;
+  for (int64_t begin = 0; begin < n; begin += std::max<int64_t>(chunk, 1)) {
+    PrefetchPass(cache, linear, begin, std::min(n, begin + chunk), where, timestep);
+  }
+}
+
+void RelookupCpu(const CacheArgs& cache, const BatchArgs& batch, const LocationArgs& where) {
+  for (int64_t i = 0; i < *where.num_locked; ++i) --cache.locks[where.locked[i]];
+  *where.num_locked = 0;
+  const std::vector<int64_t> linear = Linearize(cache, batch, "CachedTbe::Relookup");
+  for (int64_t k = 0; k < batch.num_indices; ++k) {
+    where.slot_of[k] = static_cast<int32_t>(std::max<int64_t>(kMiss, FindSlot(cache, linear[k])));
+  }
+}
+
+void LookupCpu(const CacheArgs& cache, const BatchArgs& batch, const LocationArgs& where) {
+  const std::vector<int64_t> linear = Linearize(cache, batch, "CachedTbe::LookupForInference");
+  *where.num_locked = 0;
+  for (int64_t k = 0; k < batch.num_indices; ++k) {
+    where.slot_of[k] = static_cast<int32_t>(std::max<int64_t>(kMiss, FindSlot(cache, linear[k])));
+  }
+}
+
+void FlushCpu(const CacheArgs& cache) {
+  const int64_t slots = cache.num_sets * kWays;
+  for (int64_t slot = 0; slot < slots; ++slot) {
+    const int64_t row = cache.tags[slot];
+    if (row == kEmpty) continue;
+    CopyRow(cache, SlotRow(cache, slot), HomeRow(cache, row), cache.dims[TableOf(cache, row)]);
+  }
+}
+
+void ResetCpu(const CacheArgs& cache) {
+  const int64_t slots = cache.num_sets * kWays;
+  std::fill(cache.tags, cache.tags + slots, kEmpty);
+  std::fill(cache.timestamps, cache.timestamps + slots, int64_t{-1});
+  std::fill(cache.locks, cache.locks + slots, 0);
+}
+
+void WarmCpu(const CacheArgs& cache, const int64_t* rows, int64_t count, int64_t timestep) {
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t row = rows[i];
+    if (FindSlot(cache, row) >= 0) continue;
+    const std::vector<int64_t> victims = Victims(cache, SetOf(row, cache.num_sets), timestep);
+    const auto empty = std::find_if(victims.begin(), victims.end(),
+                                    [&](int64_t slot) { return cache.tags[slot] == kEmpty; });
+    if (empty == victims.end()) continue;  // the set is full: warming evicts nothing
+    const int table = TableOf(cache, row);
+    CopyRow(cache, HomeRow(cache, row), SlotRow(cache, *empty), cache.dims[table]);
+    cache.tags[*empty] = row;
+    cache.timestamps[*empty] = timestep;
+  }
+}
+
+}  // namespace ember::cache::internal

@@ -1,0 +1,304 @@
+// The cache's state under prefetch, relookup, warm, flush and reset, on the
+// CPU and every engine type: lock counts follow the batches in flight,
+// locked slots are never evicted, conflict misses stay at home, a bad batch
+// changes nothing, and statistics count what happened.
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cache/cached_tbe.h"
+#include "engine/error.h"
+#include "ops/elementwise.h"
+#include "tests/cache/cache_test_util.h"
+#include "tests/engine/engine_cases.h"
+
+namespace ember::cache::testing {
+namespace {
+
+using engine::testing::AllEngineCases;
+using engine::testing::CaseName;
+using engine::testing::EngineTest;
+using ::testing::HasSubstr;
+
+constexpr int kWays = 32;
+
+class CacheStateTest : public EngineTest {
+ protected:
+  // Two tables of 100 rows (dims 4 and 8) and a cache of `sets` sets.
+  std::unique_ptr<CachedTbe> MakeCache(int64_t sets, CachePolicy policy = CachePolicy::kLru,
+                                       int passes = 1) {
+    CacheOptions options;
+    options.policy = policy;
+    options.prefetch_passes = passes;
+    options.load_factor = static_cast<double>(sets * kWays) / 200.0;
+    auto cache = std::make_unique<CachedTbe>(engine(), ops::TbeTables({100, 100}, {4, 8}), options);
+    ops::RandomUniform(cache->home(), 7, -1.0f, 1.0f);
+    return cache;
+  }
+  // A batch of batch size 1: table 0's bag holds `rows0`, table 1's `rows1`.
+  Batch OneBag(const std::vector<int64_t>& rows0, const std::vector<int64_t>& rows1 = {}) {
+    return MakeBatch(engine(), engine::Context::CPU(), 2, 1, {rows0, rows1});
+  }
+  // Locations read back: one slot (or -1) per index.
+  std::vector<int32_t> SlotsOf(const CacheLocations& where, int64_t n) {
+    const std::vector<int32_t> all = ToHost<int32_t>(where.tensor());
+    return std::vector<int32_t>(all.begin(), all.begin() + n);
+  }
+  static std::vector<int64_t> Range(int64_t begin, int64_t end) {
+    std::vector<int64_t> rows(static_cast<std::size_t>(end - begin));
+    std::iota(rows.begin(), rows.end(), begin);
+    return rows;
+  }
+  // Slots with a nonzero lock, with their counts.
+  static std::map<int64_t, int32_t> Locked(const CacheSnapshot& snapshot) {
+    std::map<int64_t, int32_t> locked;
+    for (std::size_t s = 0; s < snapshot.locks.size(); ++s) {
+      if (snapshot.locks[s] != 0) locked[static_cast<int64_t>(s)] = snapshot.locks[s];
+    }
+    return locked;
+  }
+};
+
+TEST_P(CacheStateTest, LocationsNameSlotsHoldingTheRowsAndMissesReadHome) {
+  auto cache = MakeCache(4);
+  Batch batch = OneBag({5, 7, 5, 99}, {3});  // table 1's row 3 is linear id 103
+  CacheLocations where = cache->NewLocations(5);
+  cache->Prefetch(batch.view(), where);
+  const std::vector<int32_t> slots = SlotsOf(where, 5);
+  const CacheSnapshot snapshot = cache->Snapshot();
+  const std::vector<int64_t> linear = {5, 7, 5, 99, 103};
+  for (int k = 0; k < 5; ++k) {
+    ASSERT_GE(slots[k], 0) << "index " << k << " missed a cache with room";
+    EXPECT_EQ(snapshot.tags[slots[k]], linear[k]);
+  }
+  EXPECT_EQ(slots[0], slots[2]) << "one row, one slot";
+  cache->Relookup(batch.view(), where);
+  engine().WaitForAll();
+}
+
+TEST_P(CacheStateTest, LockCountsFollowTheBatchesInFlight) {
+  auto cache = MakeCache(4);
+  Batch first = OneBag({1, 2, 2, 3});
+  Batch second = OneBag({3, 4}, {0});
+  CacheLocations a = cache->NewLocations(8);
+  CacheLocations b = cache->NewLocations(8);
+  cache->Prefetch(first.view(), a);
+  cache->Prefetch(second.view(), b);
+  const CacheSnapshot both = cache->Snapshot();
+  auto lock_of = [&](const CacheSnapshot& s, int64_t row) {
+    const auto at = std::find(s.tags.begin(), s.tags.end(), row);
+    return at == s.tags.end() ? -1 : s.locks[at - s.tags.begin()];
+  };
+  EXPECT_EQ(lock_of(both, 1), 1);
+  EXPECT_EQ(lock_of(both, 2), 1) << "a row twice in a batch is locked once";
+  EXPECT_EQ(lock_of(both, 3), 2) << "both batches in flight use row 3";
+  EXPECT_EQ(lock_of(both, 4), 1);
+  EXPECT_EQ(lock_of(both, 100), 1);
+  EXPECT_EQ(cache->batches_in_flight(), 2);
+  cache->Relookup(first.view(), a);
+  const CacheSnapshot one = cache->Snapshot();
+  EXPECT_EQ(lock_of(one, 1), 0);
+  EXPECT_EQ(lock_of(one, 3), 1);
+  cache->Relookup(second.view(), b);
+  EXPECT_TRUE(Locked(cache->Snapshot()).empty()) << "every lock released";
+  EXPECT_EQ(cache->batches_in_flight(), 0);
+}
+
+TEST_P(CacheStateTest, OneSetForcesConflictMissesThatStayAtHome) {
+  auto cache = MakeCache(1);
+  ASSERT_EQ(cache->num_slots(), kWays);
+  Batch batch = OneBag(Range(0, 40));  // 40 distinct rows for 32 ways
+  CacheLocations where = cache->NewLocations(40);
+  cache->Prefetch(batch.view(), where);
+  const std::vector<int32_t> slots = SlotsOf(where, 40);
+  EXPECT_EQ(std::count(slots.begin(), slots.end(), -1), 8);
+  const CacheStats stats = cache->LastStepStats();
+  EXPECT_EQ(stats.all.requested, 40);
+  EXPECT_EQ(stats.all.unique, 40);
+  EXPECT_EQ(stats.all.unique_misses, 40);
+  EXPECT_EQ(stats.all.inserted, 32);
+  EXPECT_EQ(stats.all.conflict_misses, 8);
+  EXPECT_EQ(stats.all.evicted, 0);
+  EXPECT_EQ(stats.all.bytes_to_cache, 32 * 4 * 4);
+  EXPECT_EQ(stats.tables[0].inserted, 32);
+  EXPECT_EQ(stats.tables[1].requested, 0);
+  // Misses of a set go in in increasing row order: rows 0..31 get the ways.
+  for (int k = 0; k < 40; ++k) EXPECT_EQ(slots[k] >= 0, k < 32) << "row " << k;
+  cache->Relookup(batch.view(), where);
+  engine().WaitForAll();
+}
+
+TEST_P(CacheStateTest, LockedSlotsAreNotEvicted) {
+  auto cache = MakeCache(1);
+  Batch held = OneBag(Range(0, 32));
+  Batch other = OneBag(Range(50, 82));
+  CacheLocations a = cache->NewLocations(32);
+  CacheLocations b = cache->NewLocations(32);
+  cache->Prefetch(held.view(), a);
+  const CacheSnapshot before = cache->Snapshot();
+  cache->Prefetch(other.view(), b);  // every way is locked by the first batch
+  const CacheSnapshot after = cache->Snapshot();
+  EXPECT_EQ(after.tags, before.tags);
+  EXPECT_EQ(cache->LastStepStats().all.conflict_misses, 32);
+  cache->Relookup(held.view(), a);
+  cache->Relookup(other.view(), b);
+  // With the locks gone, the next prefetch evicts the least recently used.
+  Batch third = OneBag({90});
+  CacheLocations c = cache->NewLocations(1);
+  cache->Prefetch(third.view(), c);
+  const CacheStats stats = cache->LastStepStats();
+  EXPECT_EQ(stats.all.inserted, 1);
+  EXPECT_EQ(stats.all.evicted, 1);
+  EXPECT_EQ(stats.all.bytes_to_home, 4 * 4);
+  cache->Relookup(third.view(), c);
+  engine().WaitForAll();
+}
+
+TEST_P(CacheStateTest, EvictionAndFlushWriteTheCachedRowBack) {
+  auto cache = MakeCache(1);
+  Batch batch = OneBag({2});
+  CacheLocations where = cache->NewLocations(1);
+  cache->Prefetch(batch.view(), where);
+  cache->Relookup(batch.view(), where);
+  const int32_t slot = SlotsOf(where, 1)[0];
+  ASSERT_GE(slot, 0);
+  // Change the cached copy, as a backward would.
+  const storage::Tensor& slots = cache->slots();
+  engine().WaitForAll();
+  float* cached = slots.data<float>() + slot * cache->slot_dim();
+  for (int c = 0; c < 4; ++c) cached[c] = 10.0f + static_cast<float>(c);
+  cache->Flush();
+  const std::vector<float> home = ToHost<float>(cache->home());
+  for (int c = 0; c < 4; ++c) EXPECT_EQ(home[2 * 4 + c], 10.0f + static_cast<float>(c));
+  // The cache stays valid after a flush: the row is still a hit.
+  cache->Prefetch(batch.view(), where);
+  EXPECT_EQ(cache->LastStepStats().all.unique_misses, 0);
+  cache->Relookup(batch.view(), where);
+  engine().WaitForAll();
+}
+
+TEST_P(CacheStateTest, MultiPassLocksLikeOnePass) {
+  Batch batch = OneBag({1, 2, 3, 1, 4, 5, 2, 6, 7, 1, 8, 9}, {1, 1, 2});
+  std::vector<CacheSnapshot> snapshots;
+  for (int passes : {1, 6, 12}) {
+    auto cache = MakeCache(4, CachePolicy::kLru, passes);
+    CacheLocations where = cache->NewLocations(15);
+    cache->Prefetch(batch.view(), where);
+    snapshots.push_back(cache->Snapshot());
+    EXPECT_EQ(cache->LastStepStats().all.unique, 11) << passes << " passes";
+    cache->Relookup(batch.view(), where);
+    engine().WaitForAll();
+  }
+  for (std::size_t i = 1; i < snapshots.size(); ++i) {
+    EXPECT_EQ(snapshots[i].locks, snapshots[0].locks) << "locking is idempotent in a timestep";
+    EXPECT_EQ(snapshots[i].tags, snapshots[0].tags);
+  }
+}
+
+TEST_P(CacheStateTest, LfuEvictsTheLeastUsedRow) {
+  auto cache = MakeCache(1, CachePolicy::kLfu);
+  CacheLocations where = cache->NewLocations(64);
+  // Rows 0..31 fill the set; rows 0..30 are used three more times, row 31 not.
+  std::vector<Batch> batches;
+  batches.push_back(OneBag(Range(0, 32)));
+  for (int i = 0; i < 3; ++i) batches.push_back(OneBag(Range(0, 31)));
+  batches.push_back(OneBag({40}));
+  for (Batch& batch : batches) {
+    cache->Prefetch(batch.view(), where);
+    cache->Relookup(batch.view(), where);
+  }
+  const CacheSnapshot snapshot = cache->Snapshot();
+  EXPECT_EQ(std::count(snapshot.tags.begin(), snapshot.tags.end(), 31), 0) << "row 31 evicted";
+  EXPECT_EQ(std::count(snapshot.tags.begin(), snapshot.tags.end(), 40), 1);
+}
+
+TEST_P(CacheStateTest, WarmFillsFreeWaysAndResetEmptiesTheCache) {
+  auto cache = MakeCache(2);
+  const std::vector<int64_t> hot = {3, 150, 3, 42};
+  cache->Warm(hot);
+  CacheSnapshot snapshot = cache->Snapshot();
+  for (int64_t row : {3, 150, 42}) {
+    EXPECT_EQ(std::count(snapshot.tags.begin(), snapshot.tags.end(), row), 1) << row;
+  }
+  Batch batch = OneBag({3}, {50});  // linear 150
+  CacheLocations where = cache->NewLocations(2);
+  cache->Prefetch(batch.view(), where);
+  EXPECT_EQ(cache->LastStepStats().all.unique_misses, 0) << "warmed rows are hits";
+  EXPECT_THROW(cache->Reset(), UsageError) << "a batch is in flight";
+  cache->Relookup(batch.view(), where);
+  cache->Reset();
+  snapshot = cache->Snapshot();
+  EXPECT_TRUE(std::all_of(snapshot.tags.begin(), snapshot.tags.end(),
+                          [](int64_t tag) { return tag == -1; }));
+  EXPECT_THROW(cache->Warm(std::vector<int64_t>{200}), InvalidArgument);
+}
+
+TEST_P(CacheStateTest, ABadIndexNamesTableBagAndValueAndChangesNothing) {
+  auto cache = MakeCache(2);
+  Batch good = OneBag({1, 2});
+  CacheLocations where = cache->NewLocations(8);
+  cache->Prefetch(good.view(), where);
+  cache->Relookup(good.view(), where);
+  const CacheSnapshot before = cache->Snapshot();
+  const CacheStats totals = cache->TotalStats();
+  Batch bad = OneBag({1}, {4, 500});
+  cache->Prefetch(bad.view(), where);
+  try {
+    engine().WaitForVar(where.tensor().var());
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("[CachedTbe::Prefetch] table 1, bag 0: index 500 is out of "
+                                    "range [0, 100) (indices[2])"));
+  }
+  const CacheSnapshot after = cache->Snapshot();
+  EXPECT_EQ(after.tags, before.tags);
+  EXPECT_EQ(after.locks, before.locks);
+  EXPECT_EQ(after.timestamps, before.timestamps);
+  EXPECT_EQ(cache->TotalStats().all.requested, totals.all.requested);
+}
+
+TEST_P(CacheStateTest, BadShapesAreRefusedAtThePush) {
+  auto cache = MakeCache(1);
+  CacheLocations small = cache->NewLocations(1);
+  Batch three_tables = MakeBatch(engine(), engine::Context::CPU(), 3, 1, {{1}, {1}, {1}});
+  try {
+    cache->Prefetch(three_tables.view(), small);
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("4 offsets for a cache of 2 tables and batch size 1"));
+  }
+  Batch big = OneBag(Range(0, small.capacity() + 1));
+  EXPECT_THROW(cache->Prefetch(big.view(), small), InvalidArgument) << "locations too small";
+  EXPECT_THROW(cache->Relookup(big.view(), small), InvalidArgument);
+  EXPECT_EQ(cache->batches_in_flight(), 0);
+}
+
+TEST_P(CacheStateTest, SizesThatCannotBeACacheAreRefused) {
+  CacheOptions tiny;
+  tiny.cache_bytes = 1000;
+  try {
+    CachedTbe cache(engine(), ops::TbeTables({100}, {16}), tiny);
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("a cache of 1000 bytes is smaller than one set"));
+  }
+  EXPECT_THROW(ops::TbeTables({}, {}), InvalidArgument);
+  EXPECT_THROW(ops::TbeTables({0}, {4}), InvalidArgument);
+  CacheOptions bad_dtype;
+  bad_dtype.dtype = storage::DType::kI32;
+  EXPECT_THROW(CachedTbe(engine(), ops::TbeTables({10}, {4}), bad_dtype), InvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllEngines, CacheStateTest, ::testing::ValuesIn(AllEngineCases()),
+                         CaseName);
+
+}  // namespace
+}  // namespace ember::cache::testing
