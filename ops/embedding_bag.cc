@@ -1,6 +1,12 @@
+// Checks and dispatch of the TBE ops (embedding_bag.h): the push functions
+// check their tensors and push one engine op whose kernel runs the CPU
+// kernel, or on a GPU the host-planned CUDA kernels and, with validation,
+// the check whose verdict the engine reads later (ops/internal/tbe_fault.h).
+
 #include "ops/embedding_bag.h"
 
-#include <memory>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -11,8 +17,10 @@
 #include "ops/internal/embedding_bag_args.h"
 #include "ops/internal/embedding_bag_fault.h"
 #include "ops/internal/embedding_bag_kernels.h"
-#include "ops/internal/embedding_bag_upload.h"
 #include "ops/internal/op_util.h"
+#include "ops/internal/tbe_device_tables.h"
+#include "ops/internal/tbe_fault.h"
+#include "ops/internal/tbe_plan.h"
 #include "storage/storage.h"
 
 namespace ember::ops {
@@ -46,54 +54,8 @@ TbeTables::TbeTables(std::vector<int64_t> rows, std::vector<int64_t> dims)
     weight_offsets_.push_back(elements);
     output_offsets_.push_back(output_offsets_.back() + dims_[t]);
   }
+  device_tables_ = std::make_shared<internal::TbeDeviceTables>(*this);
 }
-
-namespace internal {
-
-const char* TbeOpName(const TbeArgs& args) {
-  if (args.out != nullptr) return "EmbeddingBagForward";
-  switch (args.optimizer) {
-    case OptimizerKind::kSgd:
-      return "EmbeddingBagBackwardSgd";
-    case OptimizerKind::kRowwiseAdagrad:
-      return "EmbeddingBagBackwardRowwiseAdagrad";
-    case OptimizerKind::kAdam:
-      return "EmbeddingBagBackwardAdam";
-  }
-  return "EmbeddingBag";
-}
-
-void ThrowTbeFault(const TbeArgs& args, const TbeFault& fault) {
-  std::string what;
-  switch (fault.kind) {
-    case TbeFaultKind::kNone:
-      what = "no fault (internal error: reported without one)";
-      break;
-    case TbeFaultKind::kFirstOffset:
-      what = fmt::format("offsets[0] is {}; the first offset must be 0", fault.value);
-      break;
-    case TbeFaultKind::kOffsetOutOfRange:
-      what = fmt::format("offsets[{}] is {}, out of range [0, {}] (the number of indices)",
-                         fault.position, fault.value, fault.bound);
-      break;
-    case TbeFaultKind::kDecreasing:
-      what = fmt::format("offsets[{}] is {}, below offsets[{}] = {}; offsets must not decrease",
-                         fault.position, fault.value, fault.position - 1, fault.bound);
-      break;
-    case TbeFaultKind::kLastOffset:
-      what = fmt::format("offsets[{}] is {}; the last offset must be the number of indices, {}",
-                         fault.position, fault.value, fault.bound);
-      break;
-    case TbeFaultKind::kIndexOutOfRange:
-      what = fmt::format("index {} is out of range [0, {}) (indices[{}])", fault.value, fault.bound,
-                         fault.position);
-      break;
-  }
-  throw InvalidArgument(
-      fmt::format("[{}] table {}, bag {}: {}", TbeOpName(args), fault.table, fault.bag, what));
-}
-
-}  // namespace internal
 
 namespace {
 
@@ -101,69 +63,103 @@ using internal::CheckDType;
 using internal::CheckShape;
 using storage::DType;
 
-// TbeTables' per-table arrays packed in the order TbeArgs names them:
-// rows (T), dims (T), then the T + 1 row, weight and output offsets. The
-// pushed kernel owns a copy (shared, so that the engine may copy the
-// kernel): on the CPU the kernel reads it in place; on the GPU it is
-// uploaded first (ops/internal/embedding_bag_upload.h says how).
-struct TableArrays {
-  explicit TableArrays(const TbeTables& tables) : num_tables(tables.num_tables()) {
-    const int t_count = num_tables;
-    values.reserve(5 * static_cast<std::size_t>(t_count) + 3);
-    for (int t = 0; t < t_count; ++t) values.push_back(tables.rows(t));
-    for (int t = 0; t < t_count; ++t) values.push_back(tables.dim(t));
-    for (int t = 0; t <= t_count; ++t) {
-      values.push_back(t < t_count ? tables.row_offset(t) : tables.total_rows());
-    }
-    for (int t = 0; t <= t_count; ++t) {
-      values.push_back(t < t_count ? tables.weight_offset(t) : tables.total_elements());
-    }
-    for (int t = 0; t <= t_count; ++t) {
-      values.push_back(t < t_count ? tables.output_offset(t) : tables.total_dim());
-    }
-  }
+using internal::TbeDeviceTables;
 
-  // Points args' per-table arrays into `base`, a copy of `values`.
-  void PointInto(const int64_t* base, TbeArgs& args) const {
-    const int64_t t_count = num_tables;
-    args.rows = base;
-    args.dims = base + t_count;
-    args.row_offsets = base + 2 * t_count;
-    args.weight_offsets = base + 3 * t_count + 1;
-    args.output_offsets = base + 4 * t_count + 2;
-  }
+// Where a GPU op gets its memory (embedding_bag.h, "GPU memory").
+struct GpuMemory {
+  storage::StorageManager* device = nullptr;
+  storage::StorageManager* pinned = nullptr;  // null without validation
+};
 
-  int num_tables;
-  std::vector<int64_t> values;
+// A GPU op's run: its device, stream and memory, and whether it validates.
+struct GpuRun {
+  int device;
+  void* stream;
+  GpuMemory memory;
+  bool validate;
 };
 
 using KernelCpu = void (*)(const TbeArgs&);
-using KernelCuda = void (*)(const TbeArgs&, int, void*);
+// Launches on run.stream (args' per-table arrays on the device) and returns
+// the op's deferred check (empty without validation).
+using KernelGpu = engine::DeferredCheck (*)(const TbeArgs&, const TbeDeviceTables&, const GpuRun&);
+
+engine::DeferredCheck ForwardGpu(const TbeArgs& args, const TbeDeviceTables& /*tables*/,
+                                 const GpuRun& run) {
+  std::optional<internal::TbeGpuValidation> validation;
+  if (run.validate) {
+    validation.emplace(args, run.device, run.stream, *run.memory.device, *run.memory.pinned);
+  }
+  internal::TbeForwardCuda(args, run.device, run.stream);
+  return validation ? validation->Check(internal::TbeOpName(args)) : engine::DeferredCheck();
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The host plans the backward (one register shape, its chunking), so that
+// only the kernels it needs are launched. With validation, the check runs
+// first and the backward skips a bad batch on the device.
+engine::DeferredCheck BackwardGpu(const TbeArgs& args, const TbeDeviceTables& tables,
+                                  const GpuRun& run) {
+  std::optional<internal::TbeGpuValidation> validation;
+  if (run.validate) {
+    validation.emplace(args, run.device, run.stream, *run.memory.device, *run.memory.pinned);
+  }
+  const bool aligned = Aligned16(args.grad_output) && Aligned16(args.weights);
+  const internal::TbeBackwardPlan plan =
+      internal::PlanTbeBackward(tables.summary(), args.total_dim, args.num_indices, aligned);
+  internal::TbeBackwardCuda(args, plan, validation ? validation->first_bad() : nullptr,
+                            *run.memory.device, run.device, run.stream);
+  return validation ? validation->Check(internal::TbeOpName(args)) : engine::DeferredCheck();
+}
 
 // The pushed kernel: on the CPU, `cpu` on the host arrays (it validates as
-// it goes); on the GPU, the arrays uploaded into a device buffer, the check
-// kernel when `validate` (it waits for its verdict on this worker), then
-// `cuda`. The buffer is released after the launches: the storage layer
-// fences it with an event on `stream`, so it is reused only after they ran.
-internal::Kernel MakeKernel(engine::Context ctx, std::shared_ptr<const TableArrays> arrays,
-                            TbeArgs args, bool validate, KernelCpu cpu, KernelCuda cuda) {
-  return [ctx, arrays = std::move(arrays), args, validate, cpu, cuda](void* stream) {
+// it goes); on the GPU, `gpu` on the tables' GPU copy (made by the first op
+// there; `read` notes, once the kernels are launched, that they read it).
+// The kernel shares the tables' arrays, so that they outlive the op even if
+// the TbeTables does not.
+internal::CheckedKernel MakeKernel(engine::Context ctx, const TbeTables& tables,
+                                   const TbeArgs& args, const GpuMemory& memory, bool validate,
+                                   KernelCpu cpu, KernelGpu gpu) {
+  return [ctx, device_tables = internal::TbeTablesAccess::DeviceTables(tables), args, memory,
+          validate, cpu, gpu](void* stream) -> engine::DeferredCheck {
     TbeArgs run = args;
     if (!ctx.is_gpu()) {
-      arrays->PointInto(arrays->values.data(), run);
+      device_tables->PointAtHost(run);
       cpu(run);
-      return;
+      return {};
     }
-    const int device = ctx.device_id;
-    const auto count = static_cast<int64_t>(arrays->values.size());
-    storage::Buffer on_device = storage::GetStorage(storage::MemoryKind::kDevice, device)
-                                    .Alloc(arrays->values.size() * sizeof(int64_t), stream);
-    auto* base = static_cast<int64_t*>(on_device.data());
-    internal::TbeUploadCuda(arrays->values.data(), count, base, device, stream);
-    arrays->PointInto(base, run);
-    if (validate) internal::TbeValidateCuda(run, device, stream);
-    cuda(run, device, stream);
+    const TbeDeviceTables::DeviceRead read(*device_tables, run, ctx.device_id, stream,
+                                           *memory.device);
+    return gpu(run, *device_tables, GpuRun{ctx.device_id, stream, memory, validate});
   };
+}
+
+// The managers of a GPU op (embedding_bag.h, "GPU memory"): the options',
+// checked, or the process-wide ones, looked up here at push rather than in
+// the kernel. Nothing on the CPU.
+GpuMemory MemoryFor(std::string_view op, engine::Context ctx, const TbeOptions& options) {
+  GpuMemory memory;
+  if (!ctx.is_gpu()) return memory;
+  memory.device = options.device_memory != nullptr
+                      ? options.device_memory
+                      : &storage::GetStorage(storage::MemoryKind::kDevice, ctx.device_id);
+  if (memory.device->kind() != storage::MemoryKind::kDevice ||
+      memory.device->device() != ctx.device_id) {
+    throw InvalidArgument(fmt::format(
+        "[{}] `options.device_memory` is {} memory of device {}; the op runs on {} and needs "
+        "its kDevice memory",
+        op, storage::ToString(memory.device->kind()), memory.device->device(), ctx.ToString()));
+  }
+  if (!options.validate) return memory;
+  memory.pinned = options.pinned_memory != nullptr
+                      ? options.pinned_memory
+                      : &storage::GetStorage(storage::MemoryKind::kPinned);
+  if (memory.pinned->kind() != storage::MemoryKind::kPinned) {
+    throw InvalidArgument(fmt::format("[{}] `options.pinned_memory` is {} memory; expected kPinned",
+                                      op, storage::ToString(memory.pinned->kind())));
+  }
+  return memory;
 }
 
 void CheckNotNull(std::string_view op, std::string_view arg, const Tensor* tensor) {
@@ -237,9 +233,8 @@ TbeArgs CheckBackward(std::string_view op, const TbeTables& tables, const Tensor
 }
 
 // On a GPU, every table within what the CUDA backward takes: dims up to
-// kTbeBackwardCudaMaxDim, rows up to kTbeBackwardCudaMaxRows. Only the host
-// knows the shapes (the kernels see them in device memory), so the push
-// refuses what the kernels would otherwise skip.
+// kTbeBackwardCudaMaxDim, rows up to kTbeBackwardCudaMaxRows. The push
+// refuses the others, naming the table, before anything runs.
 void CheckCudaBackwardLimits(std::string_view op, engine::Context ctx, const TbeTables& tables) {
   if (!ctx.is_gpu()) return;
   for (int t = 0; t < tables.num_tables(); ++t) {
@@ -261,13 +256,33 @@ void PushBackward(std::string_view op, engine::Context ctx, const TbeTables& tab
                   std::initializer_list<const Tensor*> writes, const TbeArgs& args,
                   const TbeOptions& options) {
   CheckCudaBackwardLimits(op, ctx, tables);
-  internal::PushKernel(
+  internal::PushCheckedKernel(
       op, ctx, {batch.indices, batch.offsets, batch.per_sample_weights, &grad_output}, writes,
-      MakeKernel(ctx, std::make_shared<const TableArrays>(tables), args, options.validate,
-                 &internal::TbeBackwardCpu, &internal::TbeBackwardCuda));
+      MakeKernel(ctx, tables, args, MemoryFor(op, ctx, options), options.validate,
+                 &internal::TbeBackwardCpu, &BackwardGpu));
 }
 
 }  // namespace
+
+void ValidateTbeBatch(const TbeTables& tables, const TbeBatch& batch) {
+  static constexpr std::string_view kOp = "ValidateTbeBatch";
+  TbeArgs args;
+  CheckBatch(kOp, tables, batch, args);
+  const engine::Context ctx =
+      internal::CheckSamePlace(kOp, {batch.indices, batch.offsets, batch.per_sample_weights});
+  if (ctx.is_gpu()) {
+    throw InvalidArgument(fmt::format(
+        "[{}] the batch is on {}; this checks host tensors (before their upload), a GPU op "
+        "checks its batch with TbeOptions::validate",
+        kOp, ctx.ToString()));
+  }
+  args.num_tables = tables.num_tables();
+  internal::TbeTablesAccess::DeviceTables(tables)->PointAtHost(args);
+  const internal::TbeFault fault = internal::FirstTbeFault(args);
+  if (fault.kind != internal::TbeFaultKind::kNone) {
+    throw InvalidArgument(internal::DescribeTbeFault(kOp, fault));
+  }
+}
 
 void EmbeddingBagForward(const TbeTables& tables, const Tensor& weights, const TbeBatch& batch,
                          Tensor& out, const TbeOptions& options) {
@@ -281,10 +296,10 @@ void EmbeddingBagForward(const TbeTables& tables, const Tensor& weights, const T
       kOp, {&weights, batch.indices, batch.offsets, batch.per_sample_weights, &out});
   args.out = out.data<float>();
   args.mean = options.pooling == Pooling::kMean;
-  internal::PushKernel(
+  internal::PushCheckedKernel(
       kOp, ctx, {&weights, batch.indices, batch.offsets, batch.per_sample_weights}, {&out},
-      MakeKernel(ctx, std::make_shared<const TableArrays>(tables), args, options.validate,
-                 &internal::TbeForwardCpu, &internal::TbeForwardCuda));
+      MakeKernel(ctx, tables, args, MemoryFor(kOp, ctx, options), options.validate,
+                 &internal::TbeForwardCpu, &ForwardGpu));
 }
 
 void EmbeddingBagBackwardSgd(const TbeTables& tables, Tensor& weights, const TbeBatch& batch,

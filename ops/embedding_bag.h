@@ -21,11 +21,37 @@
 //
 // Validation. An index outside [0, rows[t]) or an offset that is out of
 // range, decreasing, or does not start at 0 / end at indices.numel() is an
-// InvalidArgument naming the table, the bag and the value. The CPU kernels
-// check as they go. On the GPU, with options.validate, a check kernel runs
-// first and the op waits for its verdict (one stream sync on the worker,
-// never on the caller); without it, bad entries are skipped (never read or
-// written out of bounds) and nothing is reported.
+// InvalidArgument naming the table, the bag and the value, e.g.
+// "[EmbeddingBagForward] table 2, bag 17: index 1000 is out of range
+// [0, 1000) (indices[523])" (the first bad bag in (table, bag) order). Bad
+// entries are never read or written out of bounds, whatever the options.
+//  - CPU: the kernels check as they go; the op fails when it runs.
+//  - GPU with options.validate (the default): check kernels run on the
+//    op's stream and leave the first fault in a record that the host reads
+//    once the op's GPU work is done, so that no worker waits for the GPU
+//    (engine.h, OnComplete::WithCheck). The error reaches the caller at the
+//    latest at the next wait on the op's outputs: WaitForVar on one
+//    (Tensor::WaitToRead), a CPU op reading one (skipped; the error passes
+//    on to what it writes), or WaitForAll. In the plain engines, which sync
+//    each GPU op's stream, the op fails as it completes. GPU ops that read
+//    the outputs before the error is known run on them (they are not
+//    skipped): wait on an output before trusting what a GPU op made of it.
+//    A forward on a bad batch fills `out` as without validation; a backward
+//    on a bad batch changes no weight and no optimizer state (as the CPU).
+//  - GPU without options.validate: bad entries are skipped and nothing is
+//    reported.
+//  - ValidateTbeBatch checks a batch on the host. For batches made on the
+//    host (a data loader's), that is where validation belongs: one pass
+//    over memory the host has just written, before the upload, and the GPU
+//    ops then run with validate = false.
+//
+// GPU memory. The tables' per-table arrays are copied to a GPU once per
+// TbeTables, by the first op that runs there, and kept while the TbeTables
+// (or a copy of it, or an op pushed with it) lives. Temporaries (the
+// backward's sort buffers, the validation's fault record) come from
+// options.device_memory and options.pinned_memory, by default the
+// process-wide managers of the op's GPU and of pinned memory; the tables'
+// copy comes from the device manager of the first op that needs it there.
 //
 // Backward. For every distinct row r of table t in the batch,
 //   g_r = sum over its occurrences i (in bag b) of w_i * s_b * grad_output[b, t's columns]
@@ -51,18 +77,28 @@
 //
 // Thread safety: the push functions are thread-safe (they push engine ops).
 // The tensors must stay alive until the pushed op has run (a Tensor's
-// deletion is deferred through the engine, so destroying it is safe).
+// deletion is deferred through the engine, so destroying it is safe); the
+// TbeTables need not (the op shares its arrays).
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "storage/storage_manager.h"
 #include "storage/tensor.h"
 
 namespace ember::ops {
 
 using storage::Tensor;
 
-// The shape of a TBE: table t has rows[t] rows of dims[t] elements.
+namespace internal {
+class TbeDeviceTables;
+struct TbeTablesAccess;
+}  // namespace internal
+
+// The shape of a TBE: table t has rows[t] rows of dims[t] elements. Copies
+// share the arrays the kernels read and their GPU copies (see "GPU
+// memory"). Const methods may run concurrently, also with ops that use it.
 class TbeTables {
  public:
   // Throws InvalidArgument for mismatched sizes or non-positive entries.
@@ -81,11 +117,16 @@ class TbeTables {
   [[nodiscard]] int64_t output_offset(int t) const { return output_offsets_[t]; }
 
  private:
+  friend struct internal::TbeTablesAccess;
+
   std::vector<int64_t> rows_;
   std::vector<int64_t> dims_;
   std::vector<int64_t> row_offsets_;     // T + 1
   std::vector<int64_t> weight_offsets_;  // T + 1
   std::vector<int64_t> output_offsets_;  // T + 1
+  // The arrays packed for the kernels, and their GPU copies: made once,
+  // shared with copies of this object and with every op pushed with it.
+  std::shared_ptr<internal::TbeDeviceTables> device_tables_;
 };
 
 enum class Pooling { kSum, kMean };
@@ -94,6 +135,12 @@ struct TbeOptions {
   Pooling pooling = Pooling::kSum;
   bool validate = true;        // see "Validation"
   bool deterministic = false;  // see "Backward": always honoured
+  // Where a GPU op gets its memory (see "GPU memory"); the CPU ignores
+  // them. Null: storage::GetStorage of kDevice on the op's GPU, and of
+  // kPinned. A manager given must be of that kind (and GPU), and outlive
+  // every op pushed with it and every TbeTables whose copy it holds.
+  storage::StorageManager* device_memory = nullptr;
+  storage::StorageManager* pinned_memory = nullptr;
 };
 
 // One batch of lookups. per_sample_weights may be null.
@@ -103,6 +150,17 @@ struct TbeBatch {
   const Tensor* per_sample_weights = nullptr;
   int64_t batch_size = 0;  // B
 };
+
+// Checks `batch` on the host as the ops validate it (see "Validation"):
+// for a batch made on the host, before its upload. One pass over the
+// offsets and the indices; allocates nothing. Throws InvalidArgument
+// "[ValidateTbeBatch] table t, bag b: ..." for the first bad entry, and
+// for what a push would refuse (dtypes, shapes) or tensors not on the
+// CPU. Reads the tensors' data at once, not through the engine: REQUIRES
+// no pending pushed write of them (the caller filled them after
+// WaitToWrite, or waited with WaitToRead), or a call from an op that reads
+// them. Never blocks.
+void ValidateTbeBatch(const TbeTables& tables, const TbeBatch& batch);
 
 // Reads weights and the batch; writes out ([B, total_dim] f32).
 void EmbeddingBagForward(const TbeTables& tables, const Tensor& weights, const TbeBatch& batch,

@@ -1,18 +1,20 @@
 // TbeBackwardCuda: the backward of embedding_bag.h ("Backward") fused with
 // the optimizer step, on one stream, without host syncs.
 //
-// Pipeline (every launch on `stream`; temporaries from the device storage
-// manager, released after the launches and reused only after them):
-//  1. Plan (one thread): reads the per-table arrays, which live on the GPU,
-//     and picks the register shape (dims up to 128, 256, 512 or 1024),
-//     whether rows move as float4 (every dim % 4 == 0), and the chunking
-//     below. The host never learns the tables' shapes (TbeArgs carries them
-//     in device memory only), so the later kernels are launched for every
-//     register shape and all but the planned one return at once.
+// Pipeline (every launch on `stream`; temporaries from the op's device
+// storage manager, released after the launches and reused only after them):
+//  1. Plan, on the host (ops/internal/tbe_plan.h): the register shape
+//     (dims up to 128, 256, 512 or 1024), whether rows move as float4
+//     (every dim % 4 == 0, pointers aligned), and the chunking below. The
+//     host knows the tables' shapes, so it launches the reduce and combine
+//     kernels of that one register shape only.
 //  2. Build (a warp per bag): key = the index within its table (u32),
 //     value = its position; the position's bag and factor w_i * s_b go to a
 //     side array. Bad offsets or indices leave the sentinel key 0xffffffff
-//     (from a memset), which sorts last and ends every scan.
+//     (from a memset), which sorts last and ends every scan. With
+//     validation, the check kernels ran before (tbe_fault_cuda.cu), and a
+//     batch they found bad builds nothing: every key stays a sentinel and
+//     no row is updated, as the CPU leaves a bad batch.
 //  3. cub::DeviceRadixSort::SortPairs on all 32 key bits. Radix sort is
 //     stable and positions are table-major, so the sorted order is by
 //     (index, table, position): each distinct row (index, table) is one
@@ -49,10 +51,9 @@
 // took 4.3 / 27 / 19 ms and 205 / 236 / 218 ms.
 //
 // Limits: dims up to kTbeBackwardCudaMaxDim = 1024 (the push functions
-// refuse a wider table on a GPU; the plan kernel would leave every row as
-// it is), tables of up to kTbeBackwardCudaMaxRows = 2^32 - 1 rows (refused
-// likewise: a larger index would read as a bad entry), fewer
-// than 2^31 indices and 2^32 bags (checked below).
+// refuse a wider table on a GPU), tables of up to kTbeBackwardCudaMaxRows =
+// 2^32 - 1 rows (refused likewise: a larger index would read as a bad
+// entry), fewer than 2^31 indices and 2^32 bags (checked below).
 
 #include <algorithm>
 #include <cmath>
@@ -68,7 +69,8 @@
 #include "ops/internal/cuda_launch.cuh"
 #include "ops/internal/embedding_bag_fault.h"
 #include "ops/internal/embedding_bag_kernels.h"
-#include "storage/storage.h"
+#include "ops/internal/tbe_plan.h"
+#include "storage/storage_manager.h"
 
 namespace ember::ops::internal {
 namespace {
@@ -76,21 +78,13 @@ namespace {
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr uint32_t kSentinelKey = 0xffffffffu;
 constexpr unsigned long long kSentinelRow = ~0ull;
-constexpr int kMaxVecs = kTbeBackwardCudaMaxDim / 128;  // float4 registers a lane
-constexpr int64_t kMinChunk = 64;                       // occurrences
-constexpr int64_t kMaxChunks = 32768;      // enough warps to fill an H100 several times
-constexpr int64_t kSlotBudget = 64 << 20;  // bytes of partial sums at most
 constexpr int kReduceThreads = 128;
 constexpr int kCombineWarps = 8;
 
-// What the plan kernel decides from the table shapes.
-struct Plan {
-  int vecs = 0;         // float4 registers per lane: 1, 2, 4 or 8; 0: a dim is too wide
-  int vector_rows = 0;  // rows move as float4 (every dim % 4 == 0, pointers aligned)
-  int64_t chunk = 0;    // occurrences per chunk
-  int64_t num_chunks = 0;
-  unsigned long long next_reduce = 0;  // work counters, zeroed by the plan kernel
-  unsigned long long next_combine = 0;
+// The chunks warps take next (zeroed by a memset before the reduce).
+struct WorkCounters {
+  unsigned long long next_reduce;
+  unsigned long long next_combine;
 };
 
 // Where position i's gradient comes from: bag g = t * B + b and w_i * s_b.
@@ -101,7 +95,8 @@ struct alignas(8) Contribution {
 
 struct Params {
   TbeArgs args;
-  Plan* plan;
+  TbeBackwardPlan plan;
+  WorkCounters* counters;
   const uint32_t* keys;       // sorted
   const uint32_t* positions;  // sorted along
   const Contribution* contributions;
@@ -117,27 +112,10 @@ __device__ int64_t OffsetAt(const TbeArgs& a, int64_t i) {
   return a.offsets32 != nullptr ? a.offsets32[i] : a.offsets64[i];
 }
 
-__global__ void PlanKernel(TbeArgs args, Plan* plan, int64_t slot_floats, bool aligned) {
-  int64_t max_dim = 0;
-  bool multiple_of_4 = true;
-  for (int t = 0; t < args.num_tables; ++t) {
-    max_dim = max(max_dim, args.dims[t]);
-    multiple_of_4 = multiple_of_4 && args.dims[t] % 4 == 0;
-  }
-  int vecs = 1;
-  while (vecs <= kMaxVecs && 128 * vecs < max_dim) vecs *= 2;
-  Plan p;
-  p.vecs = vecs <= kMaxVecs ? vecs : 0;
-  p.vector_rows = multiple_of_4 && aligned;
-  const int64_t target = min(kMaxChunks, max(int64_t{1}, slot_floats / (256 * int64_t{vecs})));
-  const int64_t n = args.num_indices;
-  p.chunk = max(kMinChunk, ((n + target - 1) / target + 31) / 32 * 32);
-  p.num_chunks = (n + p.chunk - 1) / p.chunk;
-  *plan = p;
-}
-
-__global__ void BuildKernel(TbeArgs a, uint32_t* keys, uint32_t* positions,
-                            Contribution* contributions) {
+// `skip_if_bad`: null, or the check kernels' verdict (kTbeNoBadBag: build).
+__global__ void BuildKernel(TbeArgs a, const unsigned long long* skip_if_bad, uint32_t* keys,
+                            uint32_t* positions, Contribution* contributions) {
+  if (skip_if_bad != nullptr && *skip_if_bad != kTbeNoBadBag) return;  // a bad batch: no update
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t{gridDim.x} * blockDim.x / 32;
   const int64_t num_bags = a.num_tables * a.batch_size;
@@ -301,11 +279,11 @@ __device__ void Zero(float (&x)[4 * kVecs]) {
 
 // One warp's chunk k (see the top comment, step 4).
 template <typename W, int kVecs>
-__device__ void ReduceChunk(const Params& p, const Plan& plan, int64_t k) {
+__device__ void ReduceChunk(const Params& p, const TbeBackwardPlan& plan, int64_t k) {
   constexpr int kUnroll = kVecs >= 8 ? 1 : 8 / kVecs;  // grad rows in flight per lane
   const TbeArgs& a = p.args;
   const int lane = threadIdx.x % 32;
-  const bool vector_rows = plan.vector_rows != 0;
+  const bool vector_rows = plan.vector_rows;
   const int64_t c0 = k * plan.chunk;
   const int64_t c1 = min(c0 + plan.chunk, a.num_indices);
   // The rows around the chunk's two edges, one lane each.
@@ -387,12 +365,11 @@ __device__ void ReduceChunk(const Params& p, const Plan& plan, int64_t k) {
 
 template <typename W, int kVecs>
 __global__ void __launch_bounds__(kReduceThreads) ReduceKernel(Params p) {
-  const Plan& plan = *p.plan;
-  if (plan.vecs != kVecs) return;  // another launch has the planned shape
+  const TbeBackwardPlan& plan = p.plan;
   const int lane = threadIdx.x % 32;
   for (;;) {
     unsigned long long k = 0;
-    if (lane == 0) k = atomicAdd(&p.plan->next_reduce, 1ull);
+    if (lane == 0) k = atomicAdd(&p.counters->next_reduce, 1ull);
     k = __shfl_sync(kFullMask, k, 0);
     if (k >= static_cast<unsigned long long>(plan.num_chunks)) return;
     ReduceChunk<W, kVecs>(p, plan, static_cast<int64_t>(k));
@@ -402,7 +379,7 @@ __global__ void __launch_bounds__(kReduceThreads) ReduceKernel(Params p) {
 // For chunk k (by warp 0): 0 unless k owns a row crossing its end; then
 // that row and its number of slots (k's tail, then the heads of the chunks
 // up to the last one it reaches).
-__device__ int64_t OwnedSlots(const Params& p, const Plan& plan, int64_t k,
+__device__ int64_t OwnedSlots(const Params& p, const TbeBackwardPlan& plan, int64_t k,
                               unsigned long long* row) {
   const int lane = threadIdx.x % 32;
   const int64_t c0 = k * plan.chunk;
@@ -434,8 +411,7 @@ __device__ int64_t OwnedSlots(const Params& p, const Plan& plan, int64_t k,
 
 template <typename W, int kVecs>
 __global__ void __launch_bounds__(32 * kCombineWarps) CombineKernel(Params p) {
-  const Plan& plan = *p.plan;
-  if (plan.vecs != kVecs) return;
+  const TbeBackwardPlan& plan = p.plan;
   __shared__ float4 sums[kCombineWarps][32 * kVecs];
   __shared__ long long chunk;
   __shared__ long long slots;
@@ -444,7 +420,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps) CombineKernel(Params p) {
   const int lane = threadIdx.x % 32;
   const int64_t stride = 128 * kVecs;
   for (;;) {
-    if (threadIdx.x == 0) chunk = static_cast<long long>(atomicAdd(&p.plan->next_combine, 1ull));
+    if (threadIdx.x == 0) {
+      chunk = static_cast<long long>(atomicAdd(&p.counters->next_combine, 1ull));
+    }
     __syncthreads();
     const int64_t k = chunk;
     if (k >= plan.num_chunks) return;
@@ -469,7 +447,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps) CombineKernel(Params p) {
         for (int w = 0; w < kCombineWarps; ++w) {
           AddSlot<kVecs>(reinterpret_cast<const float*>(sums[w]), lane, g);
         }
-        ApplyRow<W, kVecs>(p, plan.vector_rows != 0, owned_row, g);
+        ApplyRow<W, kVecs>(p, plan.vector_rows, owned_row, g);
       }
     }
     __syncthreads();  // `chunk`, `slots` and `sums` are reused
@@ -494,7 +472,7 @@ class Carver {
 };
 
 struct Temporaries {
-  Plan* plan;
+  WorkCounters* counters;
   uint32_t* keys[2];
   uint32_t* positions[2];
   Contribution* contributions;
@@ -507,7 +485,7 @@ struct Temporaries {
 // Carves every temporary from `carver` (a null base only measures).
 Temporaries Carve(Carver& carver, int64_t n, std::size_t sort_bytes, int64_t slot_floats) {
   Temporaries tmp{};
-  tmp.plan = carver.Take<Plan>(1);
+  tmp.counters = carver.Take<WorkCounters>(1);
   for (int i = 0; i < 2; ++i) tmp.keys[i] = carver.Take<uint32_t>(n);
   for (int i = 0; i < 2; ++i) tmp.positions[i] = carver.Take<uint32_t>(n);
   tmp.contributions = carver.Take<Contribution>(n);
@@ -518,23 +496,30 @@ Temporaries Carve(Carver& carver, int64_t n, std::size_t sort_bytes, int64_t slo
   return tmp;
 }
 
-template <typename W>
-void LaunchUpdates(const Params& params, int sms, cudaStream_t stream, const char* op) {
-  // Every register shape; the plan picks one on the device and the others
-  // return at once (a few microseconds each).
-  ReduceKernel<W, 1><<<sms * 16, kReduceThreads, 0, stream>>>(params);
-  ReduceKernel<W, 2><<<sms * 16, kReduceThreads, 0, stream>>>(params);
-  ReduceKernel<W, 4><<<sms * 16, kReduceThreads, 0, stream>>>(params);
-  ReduceKernel<W, 8><<<sms * 16, kReduceThreads, 0, stream>>>(params);
+// The reduce and combine kernels of the planned register shape, alone.
+template <typename W, int kVecs>
+void LaunchShape(const Params& params, int sms, cudaStream_t stream, const char* op) {
+  ReduceKernel<W, kVecs><<<sms * 16, kReduceThreads, 0, stream>>>(params);
   CudaCheckLaunch("ReduceKernel", op);
-  CombineKernel<W, 1><<<sms * 2, 32 * kCombineWarps, 0, stream>>>(params);
-  CombineKernel<W, 2><<<sms * 2, 32 * kCombineWarps, 0, stream>>>(params);
-  CombineKernel<W, 4><<<sms * 2, 32 * kCombineWarps, 0, stream>>>(params);
-  CombineKernel<W, 8><<<sms * 2, 32 * kCombineWarps, 0, stream>>>(params);
+  CombineKernel<W, kVecs><<<sms * 2, 32 * kCombineWarps, 0, stream>>>(params);
   CudaCheckLaunch("CombineKernel", op);
 }
 
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+template <typename W>
+void LaunchUpdates(const Params& params, int sms, cudaStream_t stream, const char* op) {
+  switch (params.plan.vecs) {
+    case 1:
+      return LaunchShape<W, 1>(params, sms, stream, op);
+    case 2:
+      return LaunchShape<W, 2>(params, sms, stream, op);
+    case 4:
+      return LaunchShape<W, 4>(params, sms, stream, op);
+    case 8:
+      return LaunchShape<W, 8>(params, sms, stream, op);
+    default:  // the push refuses wider tables; a plan without a shape is a bug
+      throw InvalidArgument(std::string("[") + op + "] no register shape for rows of this width");
+  }
+}
 
 // 1 - beta^step, as the CPU kernel computes it.
 float BiasCorrection(float beta, int64_t step) {
@@ -543,11 +528,18 @@ float BiasCorrection(float beta, int64_t step) {
 
 }  // namespace
 
-void TbeBackwardCuda(const TbeArgs& args, int device, void* stream_handle) {
+void TbeBackwardCuda(const TbeArgs& args, const TbeBackwardPlan& plan,
+                     const unsigned long long* skip_if_bad, storage::StorageManager& memory,
+                     int device, void* stream_handle) {
   const char* op = TbeOpName(args);
   const int64_t n = args.num_indices;
   const int64_t num_bags = args.num_tables * args.batch_size;
   if (n == 0 || num_bags == 0) return;
+  if (plan.vecs != 1 && plan.vecs != 2 && plan.vecs != 4 && plan.vecs != 8) {
+    // The push refuses tables wider than kTbeBackwardCudaMaxDim: a bug.
+    throw InvalidArgument(std::string("[") + op + "] the plan has no register shape (" +
+                          std::to_string(plan.vecs) + " float4 a lane)");
+  }
   if (n > INT32_MAX || num_bags >= int64_t{1} << 32) {
     throw InvalidArgument(std::string("[") + op + "] " + std::to_string(n) + " indices in " +
                           std::to_string(num_bags) +
@@ -565,25 +557,19 @@ void TbeBackwardCuda(const TbeArgs& args, int device, void* stream_handle) {
   CudaCheckForOp(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys, positions,
                                                  static_cast<int>(n), 0, 32, stream),
                  "cub::DeviceRadixSort::SortPairs (size)", op);
-  // Slots: two per chunk, as wide as the widest row can be (the dims are
-  // only known on the device; total_dim bounds them).
-  const int64_t widest = std::min<int64_t>(128 * kMaxVecs, (args.total_dim + 127) / 128 * 128);
-  const int64_t slot_floats =
-      std::min<int64_t>(kSlotBudget / 4, 2 * ((n + kMinChunk - 1) / kMinChunk) * widest);
+  // Slots: two per chunk of the planned width (tbe_plan.h).
   Carver measure(nullptr);
-  Carve(measure, n, sort_bytes, slot_floats);
-  storage::Buffer buffer =
-      storage::GetStorage(storage::MemoryKind::kDevice, device).Alloc(measure.used(), stream);
+  Carve(measure, n, sort_bytes, plan.slot_floats);
+  storage::Buffer buffer = memory.Alloc(measure.used(), stream);
   Carver carver(static_cast<char*>(buffer.data()));
-  const Temporaries tmp = Carve(carver, n, sort_bytes, slot_floats);
+  const Temporaries tmp = Carve(carver, n, sort_bytes, plan.slot_floats);
 
   CudaCheckForOp(cudaMemsetAsync(tmp.keys[0], 0xff, n * sizeof(uint32_t), stream),
-                 "cudaMemsetAsync", op);
-  const bool aligned = Aligned16(args.grad_output) && Aligned16(args.weights);
-  PlanKernel<<<1, 1, 0, stream>>>(args, tmp.plan, tmp.slot_floats, aligned);
-  CudaCheckLaunch("PlanKernel", op);
+                 "cudaMemsetAsync of the keys", op);
+  CudaCheckForOp(cudaMemsetAsync(tmp.counters, 0, sizeof(WorkCounters), stream),
+                 "cudaMemsetAsync of the work counters", op);
   const auto build_blocks = static_cast<unsigned>(std::min<int64_t>((num_bags + 7) / 8, sms * 32));
-  BuildKernel<<<build_blocks, 256, 0, stream>>>(args, tmp.keys[0], tmp.positions[0],
+  BuildKernel<<<build_blocks, 256, 0, stream>>>(args, skip_if_bad, tmp.keys[0], tmp.positions[0],
                                                 tmp.contributions);
   CudaCheckLaunch("BuildKernel", op);
 
@@ -594,8 +580,9 @@ void TbeBackwardCuda(const TbeArgs& args, int device, void* stream_handle) {
                                                  static_cast<int>(n), 0, 32, stream),
                  "cub::DeviceRadixSort::SortPairs", op);
 
-  Params params{args, tmp.plan, keys.Current(), positions.Current(), tmp.contributions, tmp.slots,
-                1.0f, 1.0f};
+  Params params{
+      args,      plan, tmp.counters, keys.Current(), positions.Current(), tmp.contributions,
+      tmp.slots, 1.0f, 1.0f};
   if (args.optimizer == OptimizerKind::kAdam) {
     params.bias1 = BiasCorrection(args.beta1, args.step);
     params.bias2 = BiasCorrection(args.beta2, args.step);

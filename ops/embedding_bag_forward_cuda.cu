@@ -1,6 +1,5 @@
-// TBE on the GPU: the forward kernel, the check kernels behind
-// TbeValidateCuda, and the upload of the per-table arrays
-// (ops/internal/embedding_bag_upload.h).
+// TbeForwardCuda: the TBE forward on the GPU (the check kernels of its
+// validation are in ops/internal/tbe_fault_cuda.cu).
 //
 // Forward, FBGEMM's layout: one warp per (table, bag), bags of one table on
 // neighbouring warps (hot rows of a table meet in L2). A 128-dim f32 row is one
@@ -51,8 +50,6 @@
 #include "ops/internal/cuda_launch.cuh"
 #include "ops/internal/embedding_bag_fault.h"
 #include "ops/internal/embedding_bag_kernels.h"
-#include "ops/internal/embedding_bag_upload.h"
-#include "storage/storage.h"
 
 namespace ember::ops::internal {
 namespace {
@@ -267,107 +264,7 @@ void LaunchForward(const TbeArgs& args, const Index* indices, const Index* offse
   CudaCheckLaunch("ForwardKernel", "EmbeddingBagForward");
 }
 
-// ---- Validation -----------------------------------------------------------
-
-// Where the check kernels leave their verdict: the smallest bad bag g
-// (ULLONG_MAX: none), then that bag's fault.
-struct FaultRecord {
-  unsigned long long first_bad;
-  TbeFault fault;
-};
-
-// One warp per bag: marks the bag bad (atomicMin of g) when its offsets or
-// any of its indices are.
-template <typename Index>
-__global__ void __launch_bounds__(kThreads)
-    FindFaultKernel(const TbeArgs args, const Index* indices, const Index* offsets,
-                    unsigned long long* first_bad) {
-  const int64_t num_bags = int64_t{args.num_tables} * args.batch_size;
-  const int64_t g = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
-  if (g >= num_bags) return;
-  const int lane = threadIdx.x % kWarp;
-  const int t = static_cast<int>(g / args.batch_size);
-  const int64_t start = offsets[g];
-  const int64_t end = offsets[g + 1];
-  bool bad =
-      CheckBagOffsets(t, g - t * args.batch_size, g, num_bags, start, end, args.num_indices).kind !=
-      TbeFaultKind::kNone;
-  if (!bad) {
-    const int64_t rows = args.rows[t];
-    bool lane_bad = false;
-    for (int64_t i = start + lane; i < end; i += kWarp) {
-      lane_bad |= !IndexInRange(int64_t{indices[i]}, rows);
-    }
-    bad = __any_sync(kFullMask, lane_bad);
-  }
-  if (bad && lane == 0) atomicMin(first_bad, static_cast<unsigned long long>(g));
-}
-
-// One warp: describes the fault of bag record->first_bad, as the CPU would.
-template <typename Index>
-__global__ void DescribeFaultKernel(const TbeArgs args, const Index* indices, const Index* offsets,
-                                    FaultRecord* record) {
-  const int lane = threadIdx.x;
-  const unsigned long long first_bad = record->first_bad;
-  TbeFault fault;
-  if (first_bad != ULLONG_MAX) {
-    const auto g = static_cast<int64_t>(first_bad);
-    const int t = static_cast<int>(g / args.batch_size);
-    const int64_t start = offsets[g];
-    const int64_t end = offsets[g + 1];
-    fault =
-        CheckBagOffsets(t, g - t * args.batch_size, g, int64_t{args.num_tables} * args.batch_size,
-                        start, end, args.num_indices);
-    for (int64_t base = start; fault.kind == TbeFaultKind::kNone && base < end; base += kWarp) {
-      const int64_t i = base + lane;
-      const int64_t index = i < end ? int64_t{indices[i]} : 0;
-      const unsigned bad = __ballot_sync(kFullMask, i < end && !IndexInRange(index, args.rows[t]));
-      if (bad == 0) continue;
-      const int first = __ffs(bad) - 1;
-      fault.kind = TbeFaultKind::kIndexOutOfRange;
-      fault.position = __shfl_sync(kFullMask, i, first);
-      fault.value = __shfl_sync(kFullMask, index, first);
-      fault.bound = args.rows[t];
-    }
-  }
-  if (lane == 0) record->fault = fault;
-}
-
-template <typename Index>
-void LaunchValidate(const TbeArgs& args, const Index* indices, const Index* offsets,
-                    FaultRecord* record, cudaStream_t stream) {
-  const unsigned blocks = BlocksFor(NumBags(args), "TbeValidateCuda");
-  FindFaultKernel<Index>
-      <<<blocks, kThreads, 0, stream>>>(args, indices, offsets, &record->first_bad);
-  CudaCheckLaunch("FindFaultKernel", "TbeValidateCuda");
-  DescribeFaultKernel<Index><<<1, kWarp, 0, stream>>>(args, indices, offsets, record);
-  CudaCheckLaunch("DescribeFaultKernel", "TbeValidateCuda");
-}
-
-// ---- Upload ---------------------------------------------------------------
-
-// Values per launch: 3840 bytes, inside the 4 KiB every GPU takes as kernel
-// parameters.
-constexpr int kUploadChunk = 480;
-struct UploadChunk {
-  int64_t values[kUploadChunk];
-};
-
-__global__ void StoreKernel(const UploadChunk chunk, int count, int64_t* dst) {
-  for (int i = threadIdx.x; i < count; i += blockDim.x) dst[i] = chunk.values[i];
-}
-
 }  // namespace
-
-void TbeUploadCuda(const int64_t* values, int64_t count, int64_t* dst, int device, void* stream) {
-  for (int64_t first = 0; first < count; first += kUploadChunk) {
-    const int n = static_cast<int>(std::min<int64_t>(kUploadChunk, count - first));
-    UploadChunk chunk;
-    std::copy(values + first, values + first + n, chunk.values);
-    StoreKernel<<<1, 128, 0, static_cast<cudaStream_t>(stream)>>>(chunk, n, dst + first);
-    CudaCheckLaunch("StoreKernel", "TbeUploadCuda");
-  }
-}
 
 void TbeForwardCuda(const TbeArgs& args, int device, void* stream) {
   if (NumBags(args) == 0) return;
@@ -377,29 +274,6 @@ void TbeForwardCuda(const TbeArgs& args, int device, void* stream) {
   } else {
     LaunchForward(args, args.indices64, args.offsets64, s);
   }
-}
-
-// The worker waits here for the verdict (one stream sync), as
-// embedding_bag.h's "Validation" allows: an op reports its error when it
-// runs, and the kernels that follow must not run on bad input.
-void TbeValidateCuda(const TbeArgs& args, int device, void* stream) {
-  if (NumBags(args) == 0) return;
-  const auto s = static_cast<cudaStream_t>(stream);
-  storage::Buffer buffer =
-      storage::GetStorage(storage::MemoryKind::kDevice, device).Alloc(sizeof(FaultRecord), stream);
-  auto* record = static_cast<FaultRecord*>(buffer.data());
-  CudaCheckForOp(cudaMemsetAsync(&record->first_bad, 0xff, sizeof(record->first_bad), s),
-                 "cudaMemsetAsync", "TbeValidateCuda");
-  if (args.offsets32 != nullptr) {
-    LaunchValidate(args, args.indices32, args.offsets32, record, s);
-  } else {
-    LaunchValidate(args, args.indices64, args.offsets64, record, s);
-  }
-  TbeFault fault;
-  CudaCheckForOp(cudaMemcpyAsync(&fault, &record->fault, sizeof(fault), cudaMemcpyDeviceToHost, s),
-                 "cudaMemcpyAsync of the verdict", "TbeValidateCuda");
-  CudaCheckForOp(cudaStreamSynchronize(s), "cudaStreamSynchronize", "TbeValidateCuda");
-  if (fault.kind != TbeFaultKind::kNone) ThrowTbeFault(args, fault);
 }
 
 }  // namespace ember::ops::internal

@@ -4,11 +4,30 @@
 #include "ops/internal/embedding_bag_kernels.h"
 #include "ops/internal/embedding_bag_upload.h"
 #include "ops/internal/op_util.h"
+#include "ops/internal/tbe_device_tables.h"
 
 namespace ember::ops::internal {
-void TbeValidateCuda(const TbeArgs&, int, void*) { ThrowNoCuda("TbeValidateCuda"); }
+
 void TbeForwardCuda(const TbeArgs&, int, void*) { ThrowNoCuda("TbeForwardCuda"); }
-void TbeBackwardCuda(const TbeArgs&, int, void*) { ThrowNoCuda("TbeBackwardCuda"); }
+void TbeBackwardCuda(const TbeArgs&, const TbeBackwardPlan&, const unsigned long long*,
+                     storage::StorageManager&, int, void*) {
+  ThrowNoCuda("TbeBackwardCuda");
+}
+void TbeFindFaultCuda(const TbeArgs&, TbeFaultRecord*, TbeFault*, int, void*) {
+  ThrowNoCuda("TbeFindFaultCuda");
+}
 void TbeUploadCuda(const int64_t*, int64_t, int64_t*, int, void*) { ThrowNoCuda("TbeUploadCuda"); }
+
+// Without CUDA a TbeDeviceTables never has a GPU copy.
+struct TbeDeviceTables::DeviceCopy {};
+void TbeDeviceTables::DeleteDeviceCopy::operator()(DeviceCopy* copy) const { delete copy; }
+TbeDeviceTables::DeviceRead::DeviceRead(TbeDeviceTables& tables, TbeArgs&, int device, void* stream,
+                                        storage::StorageManager&)
+    : tables_(tables), device_(device), stream_(stream) {
+  ThrowNoCuda("TbeDeviceTables::DeviceRead");
+}
+TbeDeviceTables::DeviceRead::~DeviceRead() {
+  (void)tables_, (void)device_, (void)stream_;  // never made here; only the CUDA code reads them
+}
 
 }  // namespace ember::ops::internal

@@ -1,8 +1,8 @@
 #pragma once
 
 // A bad entry of a TBE batch (embedding_bag.h, "Validation"), as the CPU
-// kernels and the CUDA check kernel report it, so that both find the same
-// entry and say the same words.
+// kernels, the CUDA check kernels and ValidateTbeBatch report it, so that
+// all find the same entry and say the same words.
 //
 // Which entry: the first bad bag in (table, bag) order, g = t * B + b; in
 // that bag, the checks of CheckBagOffsets in its order, then the first
@@ -15,6 +15,8 @@
 // Thread safety: plain values and pure functions.
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "ops/internal/embedding_bag_args.h"
 
@@ -79,9 +81,17 @@ constexpr bool IndexInRange(int64_t index, int64_t rows) { return index >= 0 && 
 // else "EmbeddingBagBackward" and the optimizer ("...Sgd", ...).
 const char* TbeOpName(const TbeArgs& args);
 
-// Throws InvalidArgument "[op] table t, bag b: <what>", e.g.
-// "[EmbeddingBagForward] table 2, bag 17: index 1000 is out of range
-// [0, 1000) (indices[523])". REQUIRES: fault.kind != kNone.
+// "[op] table t, bag b: <what>", e.g. "[EmbeddingBagForward] table 2, bag
+// 17: index 1000 is out of range [0, 1000) (indices[523])". REQUIRES:
+// fault.kind != kNone.
+std::string DescribeTbeFault(std::string_view op, const TbeFault& fault);
+
+// Throws InvalidArgument(DescribeTbeFault(TbeOpName(args), fault)).
 [[noreturn]] void ThrowTbeFault(const TbeArgs& args, const TbeFault& fault);
+
+// The first fault of args' batch, in the order above (kNone: the batch is
+// good), read from host memory: args' batch and per-table arrays must point
+// there. One pass over the offsets and indices; allocates nothing.
+TbeFault FirstTbeFault(const TbeArgs& args);
 
 }  // namespace ember::ops::internal

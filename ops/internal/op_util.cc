@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -37,6 +38,12 @@ void CheckShape(std::string_view op, std::string_view arg, const Tensor& tensor,
                                     ShapeString(tensor.shape()), ShapeString(shape)));
 }
 
+void CheckShape(std::string_view op, std::string_view arg, const Tensor& tensor,
+                std::initializer_list<int64_t> shape) {
+  if (std::equal(tensor.shape().begin(), tensor.shape().end(), shape.begin(), shape.end())) return;
+  CheckShape(op, arg, tensor, std::vector<int64_t>(shape));
+}
+
 void CheckNumel(std::string_view op, std::string_view arg, const Tensor& tensor, int64_t numel) {
   if (tensor.numel() == numel) return;
   throw InvalidArgument(fmt::format("[{}] `{}` has {} elements (shape {}); expected {}", op, arg,
@@ -68,31 +75,64 @@ engine::Context CheckSamePlace(std::string_view op, std::initializer_list<const 
   return first->ctx();
 }
 
-void PushKernel(std::string_view op, engine::Context ctx,
-                std::initializer_list<const Tensor*> reads,
-                std::initializer_list<const Tensor*> writes, Kernel kernel) {
-  std::vector<engine::VarHandle> read_vars;
-  std::vector<engine::VarHandle> write_vars;
+namespace {
+
+// The vars of `reads` and `writes` (null entries skipped), and their engine.
+struct OpVars {
+  std::vector<engine::VarHandle> reads;
+  std::vector<engine::VarHandle> writes;
   engine::Engine* engine = nullptr;
+};
+
+OpVars VarsOf(std::string_view op, std::initializer_list<const Tensor*> reads,
+              std::initializer_list<const Tensor*> writes) {
+  OpVars vars;
   for (const Tensor* tensor : reads) {
     if (tensor == nullptr) continue;
-    read_vars.push_back(tensor->var());
-    engine = &tensor->engine();
+    vars.reads.push_back(tensor->var());
+    vars.engine = &tensor->engine();
   }
   for (const Tensor* tensor : writes) {
     if (tensor == nullptr) continue;
-    write_vars.push_back(tensor->var());
-    engine = &tensor->engine();
+    vars.writes.push_back(tensor->var());
+    vars.engine = &tensor->engine();
   }
-  if (engine == nullptr) throw InvalidArgument(fmt::format("[{}] no tensors", op));
-  engine->PushAsync(
+  if (vars.engine == nullptr) throw InvalidArgument(fmt::format("[{}] no tensors", op));
+  return vars;
+}
+
+}  // namespace
+
+void PushKernel(std::string_view op, engine::Context ctx,
+                std::initializer_list<const Tensor*> reads,
+                std::initializer_list<const Tensor*> writes, Kernel kernel) {
+  const OpVars vars = VarsOf(op, reads, writes);
+  vars.engine->PushAsync(
       [kernel = std::move(kernel)](engine::RunContext rc, const engine::OnStart& on_start,
                                    const engine::OnComplete& on_complete) {
         on_start();
         kernel(rc.stream);
         on_complete();
       },
-      read_vars, write_vars, {.ctx = ctx, .prop = engine::FnProperty::kNormal, .name = op});
+      vars.reads, vars.writes, {.ctx = ctx, .prop = engine::FnProperty::kNormal, .name = op});
+}
+
+void PushCheckedKernel(std::string_view op, engine::Context ctx,
+                       std::initializer_list<const Tensor*> reads,
+                       std::initializer_list<const Tensor*> writes, CheckedKernel kernel) {
+  const OpVars vars = VarsOf(op, reads, writes);
+  vars.engine->PushAsync(
+      [kernel = std::move(kernel)](engine::RunContext rc, const engine::OnStart& on_start,
+                                   const engine::OnComplete& on_complete) {
+        on_start();
+        engine::DeferredCheck check = kernel(rc.stream);
+        if (check) {
+          on_complete.WithCheck(std::move(check));
+        } else {
+          on_complete();
+        }
+      },
+      vars.reads, vars.writes, {.ctx = ctx, .prop = engine::FnProperty::kNormal, .name = op});
 }
 
 }  // namespace ember::ops::internal

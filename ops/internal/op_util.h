@@ -30,6 +30,10 @@ void CheckDType(std::string_view op, std::string_view arg, const Tensor& tensor,
 // ... unless `tensor` has exactly `shape`.
 void CheckShape(std::string_view op, std::string_view arg, const Tensor& tensor,
                 const std::vector<int64_t>& shape);
+// The same for a braced shape, compared without building a vector (a push
+// or a host check should not allocate when its arguments are good).
+void CheckShape(std::string_view op, std::string_view arg, const Tensor& tensor,
+                std::initializer_list<int64_t> shape);
 // ... unless `tensor` has `numel` elements.
 void CheckNumel(std::string_view op, std::string_view arg, const Tensor& tensor, int64_t numel);
 // ... unless every tensor is non-empty, of one engine and on one context;
@@ -52,6 +56,19 @@ using Kernel = std::function<void(void* stream)>;
 void PushKernel(std::string_view op, engine::Context ctx,
                 std::initializer_list<const Tensor*> reads,
                 std::initializer_list<const Tensor*> writes, Kernel kernel);
+
+// The kernel of an op whose GPU errors are known only once its GPU work is
+// done (a verdict the kernels leave in memory): it launches and returns the
+// check that reads the verdict, which the engine runs later on the host
+// (engine.h, OnComplete::WithCheck), or an empty check when there is
+// nothing to check (always on the CPU, where a throw is the op's error).
+using CheckedKernel = std::function<engine::DeferredCheck(void* stream)>;
+
+// PushKernel for a CheckedKernel: the op completes right after the launch
+// and leaves its check to the engine, so that no worker waits for the GPU.
+void PushCheckedKernel(std::string_view op, engine::Context ctx,
+                       std::initializer_list<const Tensor*> reads,
+                       std::initializer_list<const Tensor*> writes, CheckedKernel kernel);
 
 // The shape as "[2, 3]", for messages.
 std::string ShapeString(const std::vector<int64_t>& shape);

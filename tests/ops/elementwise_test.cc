@@ -146,11 +146,30 @@ TEST_P(ElementwiseTest, RandomNormalMatchesBoxMullerAndMoments) {
   ExpectClose(sampled, expected, 1e-6, 1e-6, "normal against libm's Box-Muller");
 }
 
+// An op on empty tensors is an op all the same: it is pushed (each write
+// counts in its var's version, so waits and later ops order after it),
+// completes without error, and leaves the non-empty tensors it reads as
+// they were; an empty tensor has no memory to touch.
 TEST_P(ElementwiseTest, EmptyTensorsAreNoOps) {
+  std::vector<float> bias_values;
+  Tensor bias = Random({4}, &bias_values);
   Tensor x = Empty({0, 4});
+  Tensor y = Empty({0, 4});
+  const uint64_t x_version = engine_->VarVersion(x.var());
+  const uint64_t y_version = engine_->VarVersion(y.var());
   Fill(x, 1.0f);
   RandomNormal(x, 1);
   Relu(x, x);
+  AddBias(x, bias);
+  Scale(x, 2.0f);
+  Axpy(0.5f, x, y);
+  Add(x, y, y);
+  Copy(y, x);
+  x.WaitToRead();  // rethrows an op's error
+  y.WaitToRead();
+  EXPECT_EQ(engine_->VarVersion(x.var()), x_version + 6);
+  EXPECT_EQ(engine_->VarVersion(y.var()), y_version + 2);
+  EXPECT_EQ(ToHost<float>(bias), bias_values);
   EXPECT_TRUE(ToHost<float>(x).empty());
 }
 

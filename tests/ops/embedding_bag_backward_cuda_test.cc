@@ -36,20 +36,6 @@ using ::testing::HasSubstr;
 const engine::Context kGpu = engine::Context::GPU(0);
 const engine::Context kCpu = engine::Context::CPU();
 
-// Uniform multiples of 1/256 in [-1, 1]: sums of their multiples by k/4
-// are exact in f32.
-std::vector<float> DyadicGrads(std::mt19937_64& rng, std::size_t n) {
-  std::uniform_int_distribution<int> k(-256, 256);
-  std::vector<float> values(n);
-  for (float& v : values) v = static_cast<float>(k(rng)) / 256.0f;
-  return values;
-}
-
-void MakeWeightsDyadic(HostBatch& batch, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int> k(2, 6);
-  for (float& w : batch.per_sample_weights) w = static_cast<float>(k(rng)) / 4.0f;
-}
-
 // A batch whose first rows are Zipf-hot: row r of every table is drawn with
 // probability ~ 1 / (r + 1), so rows 0..2 take a large share and span many
 // of the GPU's chunks.
@@ -164,6 +150,28 @@ TEST_P(EmbeddingBagBackwardCudaTest, MatchesCpuForEveryOptimizer) {
         const double atol = pooling == Pooling::kSum ? 1e-6 : 1e-5;
         ExpectResultsClose(RunOn(*engine, run, kGpu), RunOn(*engine, run, kCpu), 1e-5, atol, what);
       }
+    }
+  }
+}
+
+// The host plans one register shape, from the widest table, and launches
+// it alone: every table of a TbeTables goes through it. Dims 4, 60, 128,
+// 513 and 1024 in one TbeTables take the 1024-column shape with scalar rows
+// (513 % 4 != 0), and with 512 for 513 float4 rows; alone, they take 1, 1,
+// 1, 8 and 8 float4 a lane, and 200 and 500 take 2 and 4. A shape too
+// narrow for a table would leave its last columns as they were, a wrong
+// one read past a row.
+TEST_P(EmbeddingBagBackwardCudaTest, EveryRegisterShapeMatchesCpu) {
+  auto engine = MakeEngine(GetParam());
+  std::vector<TbeTables> cases = {TbeTables({50, 40, 30, 20, 10}, {4, 60, 128, 513, 1024}),
+                                  TbeTables({50, 40, 30, 20, 10}, {4, 60, 128, 512, 1024})};
+  for (int64_t dim : {4, 60, 128, 200, 500, 513, 1024}) cases.push_back(TbeTables({40}, {dim}));
+  for (const TbeTables& tables : cases) {
+    for (Optimizer optimizer : {Optimizer::kSgd, Optimizer::kRowwiseAdagrad}) {
+      std::string what = OptimizerName(optimizer) + " dims";
+      for (int t = 0; t < tables.num_tables(); ++t) what += " " + std::to_string(tables.dim(t));
+      const Steps run = RandomRun(tables, optimizer, 2, Pooling::kSum, true, 32, 8);
+      ExpectResultsClose(RunOn(*engine, run, kGpu), RunOn(*engine, run, kCpu), 1e-5, 1e-6, what);
     }
   }
 }

@@ -53,6 +53,22 @@ inline HostBatch RandomBatch(std::mt19937_64& rng, const TbeTables& tables, int6
   return batch;
 }
 
+// Uniform multiples of 1/256 in [-1, 1] (gradients): sums of their
+// products with MakeWeightsDyadic's weights are exact in f32, so the GPU's
+// f32 sums equal the CPU's f64 ones.
+inline std::vector<float> DyadicGrads(std::mt19937_64& rng, std::size_t n) {
+  std::uniform_int_distribution<int> k(-256, 256);
+  std::vector<float> values(n);
+  for (float& v : values) v = static_cast<float>(k(rng)) / 256.0f;
+  return values;
+}
+
+// Per-sample weights k / 4, k in [2, 6].
+inline void MakeWeightsDyadic(HostBatch& batch, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> k(2, 6);
+  for (float& w : batch.per_sample_weights) w = static_cast<float>(k(rng)) / 4.0f;
+}
+
 // A batch's tensors on one context; view() is what the push functions take.
 struct BatchTensors {
   BatchTensors(engine::Engine& engine, const HostBatch& host, engine::Context ctx,

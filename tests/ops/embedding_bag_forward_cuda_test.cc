@@ -81,27 +81,6 @@ TEST_P(EmbeddingBagForwardCudaTest, MatchesCpuForward) {
       });
 }
 
-// Each case corrupts a valid batch of 3 tables x 4 bags of 2 entries.
-struct BadBatch {
-  const char* name;
-  void (*corrupt)(TbeProblem& p);
-};
-
-const std::vector<BadBatch>& BadBatches() {
-  static const std::vector<BadBatch> cases = {
-      {"index too large", [](TbeProblem& p) { p.indices[23] = 33; }},
-      {"negative index", [](TbeProblem& p) { p.indices[8] = -4; }},
-      {"two bad bags", [](TbeProblem& p) { p.indices[17] = 100, p.indices[13] = 60; }},
-      {"decreasing offsets", [](TbeProblem& p) { p.offsets[6] = 15; }},
-      {"first offset", [](TbeProblem& p) { p.offsets[0] = 1; }},
-      {"negative first offset", [](TbeProblem& p) { p.offsets[0] = -3; }},
-      {"last offset", [](TbeProblem& p) { p.offsets[12] = 23; }},
-      {"offset past the end", [](TbeProblem& p) { p.offsets[5] = 30; }},
-      {"negative offset", [](TbeProblem& p) { p.offsets[3] = -1; }},
-  };
-  return cases;
-}
-
 TEST_P(EmbeddingBagForwardCudaTest, ValidationErrorsAreTheCpuErrors) {
   for (const BadBatch& bad : BadBatches()) {
     TbeProblem p = SmallTbeProblem(5);

@@ -182,6 +182,28 @@ inline TbeProblem SmallTbeProblem(uint64_t seed) {
   return p;
 }
 
+// The bad-input cases of the validation tests (CPU, GPU and host): each
+// corrupts SmallTbeProblem's batch of 3 tables x 4 bags of 2 entries.
+struct BadBatch {
+  const char* name;
+  void (*corrupt)(TbeProblem& p);
+};
+
+inline const std::vector<BadBatch>& BadBatches() {
+  static const std::vector<BadBatch> cases = {
+      {"index too large", [](TbeProblem& p) { p.indices[23] = 33; }},
+      {"negative index", [](TbeProblem& p) { p.indices[8] = -4; }},
+      {"two bad bags", [](TbeProblem& p) { p.indices[17] = 100, p.indices[13] = 60; }},
+      {"decreasing offsets", [](TbeProblem& p) { p.offsets[6] = 15; }},
+      {"first offset", [](TbeProblem& p) { p.offsets[0] = 1; }},
+      {"negative first offset", [](TbeProblem& p) { p.offsets[0] = -3; }},
+      {"last offset", [](TbeProblem& p) { p.offsets[12] = 23; }},
+      {"offset past the end", [](TbeProblem& p) { p.offsets[5] = 30; }},
+      {"negative offset", [](TbeProblem& p) { p.offsets[3] = -1; }},
+  };
+  return cases;
+}
+
 // The forward's case grid: every shape x weight dtype x with and without
 // per-sample weights (a fresh random problem each) x index dtype x pooling.
 // `check(problem, index_dtype, pooling, what)` runs one case; `what` names it.

@@ -107,6 +107,10 @@ Tensor FromHost(engine::Engine& engine, const std::vector<T>& values, std::vecto
 
 template <typename T>
 std::vector<T> ToHost(const Tensor& tensor) {
+  // The wait on the tensor itself comes first: it reports an error the op
+  // that wrote it left for later (a GPU op's deferred check, engine.h),
+  // which the GPU copy below, reading the tensor, would not pass on.
+  tensor.WaitToRead();
   const Tensor* source = &tensor;
   Tensor host;
   if (tensor.ctx().is_gpu()) {

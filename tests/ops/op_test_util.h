@@ -32,7 +32,8 @@ bool HaveGpu();
 template <typename T>
 Tensor FromHost(engine::Engine& engine, const std::vector<T>& values, std::vector<int64_t> shape,
                 engine::Context ctx, DType dtype);
-// The tensor's elements, waited for and copied out through the engine.
+// The tensor's elements, waited for (its error rethrown) and copied out
+// through the engine.
 template <typename T>
 std::vector<T> ToHost(const Tensor& tensor);
 

@@ -1,0 +1,117 @@
+// TbeFindFaultCuda (embedding_bag_kernels.h): a TBE batch's first bad entry,
+// found on the GPU and described as the CPU kernels would, then copied into
+// pinned host memory; nothing waits for it here (tbe_fault.h says who reads
+// it, and when).
+
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "engine/error.h"
+#include "ops/internal/cuda_launch.cuh"
+#include "ops/internal/embedding_bag_fault.h"
+#include "ops/internal/embedding_bag_kernels.h"
+
+namespace ember::ops::internal {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kThreads = 256;
+constexpr int kWarpsPerBlock = kThreads / kWarp;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// One warp per bag: marks the bag bad (atomicMin of g) when its offsets or
+// any of its indices are.
+template <typename Index>
+__global__ void __launch_bounds__(kThreads)
+    FindFaultKernel(const TbeArgs args, const Index* indices, const Index* offsets,
+                    unsigned long long* first_bad) {
+  const int64_t num_bags = int64_t{args.num_tables} * args.batch_size;
+  const int64_t g = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (g >= num_bags) return;
+  const int lane = threadIdx.x % kWarp;
+  const int t = static_cast<int>(g / args.batch_size);
+  const int64_t start = offsets[g];
+  const int64_t end = offsets[g + 1];
+  bool bad =
+      CheckBagOffsets(t, g - t * args.batch_size, g, num_bags, start, end, args.num_indices).kind !=
+      TbeFaultKind::kNone;
+  if (!bad) {
+    const int64_t rows = args.rows[t];
+    bool lane_bad = false;
+    for (int64_t i = start + lane; i < end; i += kWarp) {
+      lane_bad |= !IndexInRange(int64_t{indices[i]}, rows);
+    }
+    bad = __any_sync(kFullMask, lane_bad);
+  }
+  if (bad && lane == 0) atomicMin(first_bad, static_cast<unsigned long long>(g));
+}
+
+// One warp: describes the fault of bag record->first_bad, as the CPU would.
+template <typename Index>
+__global__ void DescribeFaultKernel(const TbeArgs args, const Index* indices, const Index* offsets,
+                                    TbeFaultRecord* record) {
+  const int lane = threadIdx.x;
+  const unsigned long long first_bad = record->first_bad;
+  TbeFault fault;
+  if (first_bad != kTbeNoBadBag) {
+    const auto g = static_cast<int64_t>(first_bad);
+    const int t = static_cast<int>(g / args.batch_size);
+    const int64_t start = offsets[g];
+    const int64_t end = offsets[g + 1];
+    fault =
+        CheckBagOffsets(t, g - t * args.batch_size, g, int64_t{args.num_tables} * args.batch_size,
+                        start, end, args.num_indices);
+    for (int64_t base = start; fault.kind == TbeFaultKind::kNone && base < end; base += kWarp) {
+      const int64_t i = base + lane;
+      const int64_t index = i < end ? int64_t{indices[i]} : 0;
+      const unsigned bad = __ballot_sync(kFullMask, i < end && !IndexInRange(index, args.rows[t]));
+      if (bad == 0) continue;
+      const int first = __ffs(bad) - 1;
+      fault.kind = TbeFaultKind::kIndexOutOfRange;
+      fault.position = __shfl_sync(kFullMask, i, first);
+      fault.value = __shfl_sync(kFullMask, index, first);
+      fault.bound = args.rows[t];
+    }
+  }
+  if (lane == 0) record->fault = fault;
+}
+
+template <typename Index>
+void Launch(const TbeArgs& args, const Index* indices, const Index* offsets, TbeFaultRecord* record,
+            cudaStream_t stream) {
+  const int64_t num_bags = int64_t{args.num_tables} * args.batch_size;
+  const int64_t blocks = (num_bags + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  if (blocks > INT_MAX) {
+    throw InvalidArgument("[" + std::string(TbeOpName(args)) + "] " + std::to_string(num_bags) +
+                          " bags are more than one launch can take");
+  }
+  if (blocks > 0) {
+    FindFaultKernel<Index><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+        args, indices, offsets, &record->first_bad);
+    CudaCheckLaunch("FindFaultKernel", TbeOpName(args));
+  }
+  DescribeFaultKernel<Index><<<1, kWarp, 0, stream>>>(args, indices, offsets, record);
+  CudaCheckLaunch("DescribeFaultKernel", TbeOpName(args));
+}
+
+}  // namespace
+
+void TbeFindFaultCuda(const TbeArgs& args, TbeFaultRecord* record, TbeFault* host, int /*device*/,
+                      void* stream) {
+  const cudaStream_t s = AsStream(stream);
+  const char* op = TbeOpName(args);
+  CudaCheckForOp(cudaMemsetAsync(&record->first_bad, 0xff, sizeof(record->first_bad), s),
+                 "cudaMemsetAsync of the fault record", op);
+  if (args.offsets32 != nullptr) {
+    Launch(args, args.indices32, args.offsets32, record, s);
+  } else {
+    Launch(args, args.indices64, args.offsets64, record, s);
+  }
+  CudaCheckForOp(cudaMemcpyAsync(host, &record->fault, sizeof(TbeFault), cudaMemcpyDeviceToHost, s),
+                 "cudaMemcpyAsync of the fault record", op);
+}
+
+}  // namespace ember::ops::internal

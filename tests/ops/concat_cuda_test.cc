@@ -1,0 +1,66 @@
+// ConcatColumns and SplitColumns on the GPU against the CPU kernels on the
+// same inputs, on every engine type: a pure copy, so bit for bit. Skips on
+// a machine without a CUDA device.
+
+#include <vector>
+
+#include "ops/concat.h"
+#include "tests/ops/dense_test_util.h"
+
+namespace ember::ops::testing {
+namespace {
+
+constexpr engine::Context kGpu = engine::Context::GPU(0);
+
+class ConcatCudaTest : public DenseOpTest {
+ protected:
+  void SetUp() override {
+    if (!HaveGpu()) GTEST_SKIP() << "no CUDA device";
+    DenseOpTest::SetUp();
+  }
+};
+
+TEST_P(ConcatCudaTest, MatchesTheCpuBitForBit) {
+  // DLRM-like: B = 300, D = 64, 26 tables; then the top MLP's input.
+  const int64_t batch = 300, dim = 64, tables = 26;
+  const int64_t pairs = (tables + 1) * tables / 2;
+  std::vector<float> dense, pooled, inter;
+  Tensor a = Random({batch, dim}, &dense);
+  Tensor b = Random({batch, tables * dim}, &pooled);
+  Tensor c = Random({batch, pairs}, &inter);
+  Tensor a_gpu = F32(dense, {batch, dim}, kGpu);
+  Tensor b_gpu = F32(pooled, {batch, tables * dim}, kGpu);
+  Tensor c_gpu = F32(inter, {batch, pairs}, kGpu);
+
+  Tensor x = Empty({batch, tables + 1, dim});
+  Tensor x_gpu = Empty({batch, tables + 1, dim}, kGpu);
+  ConcatColumns({&a, &b}, x);
+  ConcatColumns({&a_gpu, &b_gpu}, x_gpu);
+  EXPECT_EQ(ToHost<float>(x_gpu), ToHost<float>(x));
+
+  Tensor top = Empty({batch, dim + pairs});
+  Tensor top_gpu = Empty({batch, dim + pairs}, kGpu);
+  ConcatColumns({&a, &c}, top);
+  ConcatColumns({&a_gpu, &c_gpu}, top_gpu);
+  EXPECT_EQ(ToHost<float>(top_gpu), ToHost<float>(top));
+
+  Tensor d_gpu = Empty({batch, dim}, kGpu);
+  Tensor p_gpu = Empty({batch, tables * dim}, kGpu);
+  SplitColumns(x_gpu, {&d_gpu, &p_gpu});
+  EXPECT_EQ(ToHost<float>(d_gpu), dense);
+  EXPECT_EQ(ToHost<float>(p_gpu), pooled);
+}
+
+TEST_P(ConcatCudaTest, RejectsTensorsOnTwoContexts) {
+  Tensor a = Empty({4, 2});
+  Tensor b = Empty({4, 2}, kGpu);
+  Tensor out = Empty({4, 4}, kGpu);
+  ExpectInvalid([&] { ConcatColumns({&a, &b}, out); },
+                "[ConcatColumns] the tensors are on gpu(0) and cpu; an op runs on one");
+}
+
+INSTANTIATE_TEST_SUITE_P(Dense, ConcatCudaTest, ::testing::ValuesIn(EngineNames()),
+                         EngineParamName);
+
+}  // namespace
+}  // namespace ember::ops::testing
