@@ -68,7 +68,8 @@ ConcatArgs Layout(std::string_view op, std::string_view whole_arg, const Tensor&
     }
     internal::CheckNotSame(op, whole_arg, whole, arg, *part);
     for (int earlier = 0; earlier < k; ++earlier) {
-      internal::CheckNotSame(op, arg, *part, fmt::format("parts[{}]", earlier), *(*padded)[earlier]);
+      internal::CheckNotSame(op, arg, *part, fmt::format("parts[{}]", earlier),
+                             *(*padded)[earlier]);
     }
     args.part_width[k] = Columns(*part);
     args.part_offset[k] = offset;
@@ -78,9 +79,9 @@ ConcatArgs Layout(std::string_view op, std::string_view whole_arg, const Tensor&
     ++k;
   }
   if (offset != args.width) {
-    throw InvalidArgument(fmt::format(
-        "[{}] the parts have {} columns in all; `{}` has {} (shape {})", op, offset, whole_arg,
-        args.width, internal::ShapeString(whole.shape())));
+    throw InvalidArgument(
+        fmt::format("[{}] the parts have {} columns in all; `{}` has {} (shape {})", op, offset,
+                    whole_arg, args.width, internal::ShapeString(whole.shape())));
   }
   return args;
 }

@@ -251,13 +251,49 @@ void CheckCudaBackwardLimits(std::string_view op, engine::Context ctx, const Tbe
   }
 }
 
+// The slots a backward writes, when it has any.
+const Tensor* SlotsOf(const TbeCachedRows* cached) {
+  return cached != nullptr ? cached->slots : nullptr;
+}
+
+// Checks `cached` (null: none) against the op's tensors (one context) and
+// points args at it.
+void CheckCached(std::string_view op, const TbeTables& tables, const Tensor& weights,
+                 const TbeBatch& batch, const TbeCachedRows* cached, TbeArgs& args) {
+  if (cached == nullptr) return;
+  CheckNotNull(op, "cached->locations", cached->locations);
+  CheckNotNull(op, "cached->slots", cached->slots);
+  const Tensor& locations = *cached->locations;
+  const Tensor& slots = *cached->slots;
+  CheckDType(op, "cached->locations", locations, DType::kI32);
+  if (locations.numel() < batch.indices->numel()) {
+    throw InvalidArgument(fmt::format("[{}] `cached->locations` has {} entries for {} indices", op,
+                                      locations.numel(), batch.indices->numel()));
+  }
+  CheckDType(op, "cached->slots", slots, weights.dtype());
+  int64_t max_dim = 0;
+  for (int t = 0; t < tables.num_tables(); ++t) max_dim = std::max(max_dim, tables.dim(t));
+  if (slots.shape().size() != 2 || slots.shape()[1] < max_dim) {
+    throw InvalidArgument(
+        fmt::format("[{}] `cached->slots` has shape {}; expected [slots, dim] with dim >= {} (the "
+                    "widest table)",
+                    op, internal::ShapeString(slots.shape()), max_dim));
+  }
+  internal::CheckSamePlace(op, {&weights, &locations, &slots, cached->order_after});
+  args.locations = locations.data<int32_t>();
+  args.slots = slots.data();
+  args.slot_stride = slots.shape()[1];
+}
+
 void PushBackward(std::string_view op, engine::Context ctx, const TbeTables& tables,
                   const TbeBatch& batch, const Tensor& grad_output,
                   std::initializer_list<const Tensor*> writes, const TbeArgs& args,
-                  const TbeOptions& options) {
+                  const TbeOptions& options, const TbeCachedRows* cached) {
   CheckCudaBackwardLimits(op, ctx, tables);
+  const Tensor* locations = cached != nullptr ? cached->locations : nullptr;
   internal::PushCheckedKernel(
-      op, ctx, {batch.indices, batch.offsets, batch.per_sample_weights, &grad_output}, writes,
+      op, ctx, {batch.indices, batch.offsets, batch.per_sample_weights, &grad_output, locations},
+      writes,
       MakeKernel(ctx, tables, args, MemoryFor(op, ctx, options), options.validate,
                  &internal::TbeBackwardCpu, &BackwardGpu));
 }
@@ -285,7 +321,7 @@ void ValidateTbeBatch(const TbeTables& tables, const TbeBatch& batch) {
 }
 
 void EmbeddingBagForward(const TbeTables& tables, const Tensor& weights, const TbeBatch& batch,
-                         Tensor& out, const TbeOptions& options) {
+                         Tensor& out, const TbeOptions& options, const TbeCachedRows* cached) {
   static constexpr std::string_view kOp = "EmbeddingBagForward";
   TbeArgs args;
   CheckWeights(kOp, tables, weights, args);
@@ -294,31 +330,38 @@ void EmbeddingBagForward(const TbeTables& tables, const Tensor& weights, const T
   CheckShape(kOp, "out", out, {batch.batch_size, tables.total_dim()});
   const engine::Context ctx = internal::CheckSamePlace(
       kOp, {&weights, batch.indices, batch.offsets, batch.per_sample_weights, &out});
+  CheckCached(kOp, tables, weights, batch, cached, args);
   args.out = out.data<float>();
   args.mean = options.pooling == Pooling::kMean;
-  internal::PushCheckedKernel(
-      kOp, ctx, {&weights, batch.indices, batch.offsets, batch.per_sample_weights}, {&out},
-      MakeKernel(ctx, tables, args, MemoryFor(kOp, ctx, options), options.validate,
-                 &internal::TbeForwardCpu, &ForwardGpu));
+  const bool has = cached != nullptr;
+  internal::PushCheckedKernel(kOp, ctx,
+                              {&weights, batch.indices, batch.offsets, batch.per_sample_weights,
+                               has ? cached->locations : nullptr, has ? cached->slots : nullptr,
+                               has ? cached->order_after : nullptr},
+                              {&out},
+                              MakeKernel(ctx, tables, args, MemoryFor(kOp, ctx, options),
+                                         options.validate, &internal::TbeForwardCpu, &ForwardGpu));
 }
 
 void EmbeddingBagBackwardSgd(const TbeTables& tables, Tensor& weights, const TbeBatch& batch,
                              const Tensor& grad_output, const SgdOptions& sgd,
-                             const TbeOptions& options) {
+                             const TbeOptions& options, const TbeCachedRows* cached) {
   static constexpr std::string_view kOp = "EmbeddingBagBackwardSgd";
   TbeArgs args = CheckBackward(kOp, tables, weights, batch, grad_output, options);
   args.optimizer = internal::OptimizerKind::kSgd;
   args.learning_rate = sgd.learning_rate;
   const engine::Context ctx = internal::CheckSamePlace(
       kOp, {&weights, batch.indices, batch.offsets, batch.per_sample_weights, &grad_output});
-  PushBackward(kOp, ctx, tables, batch, grad_output, {&weights}, args, options);
+  CheckCached(kOp, tables, weights, batch, cached, args);
+  PushBackward(kOp, ctx, tables, batch, grad_output, {&weights, SlotsOf(cached)}, args, options,
+               cached);
 }
 
 void EmbeddingBagBackwardRowwiseAdagrad(const TbeTables& tables, Tensor& weights,
                                         Tensor& accumulator, const TbeBatch& batch,
                                         const Tensor& grad_output,
                                         const RowwiseAdagradOptions& adagrad,
-                                        const TbeOptions& options) {
+                                        const TbeOptions& options, const TbeCachedRows* cached) {
   static constexpr std::string_view kOp = "EmbeddingBagBackwardRowwiseAdagrad";
   TbeArgs args = CheckBackward(kOp, tables, weights, batch, grad_output, options);
   CheckDType(kOp, "accumulator", accumulator, DType::kF32);
@@ -330,12 +373,15 @@ void EmbeddingBagBackwardRowwiseAdagrad(const TbeTables& tables, Tensor& weights
   const engine::Context ctx =
       internal::CheckSamePlace(kOp, {&weights, &accumulator, batch.indices, batch.offsets,
                                      batch.per_sample_weights, &grad_output});
-  PushBackward(kOp, ctx, tables, batch, grad_output, {&weights, &accumulator}, args, options);
+  CheckCached(kOp, tables, weights, batch, cached, args);
+  PushBackward(kOp, ctx, tables, batch, grad_output, {&weights, &accumulator, SlotsOf(cached)},
+               args, options, cached);
 }
 
 void EmbeddingBagBackwardAdam(const TbeTables& tables, Tensor& weights, Tensor& m, Tensor& v,
                               const TbeBatch& batch, const Tensor& grad_output, int64_t step,
-                              const AdamOptions& adam, const TbeOptions& options) {
+                              const AdamOptions& adam, const TbeOptions& options,
+                              const TbeCachedRows* cached) {
   static constexpr std::string_view kOp = "EmbeddingBagBackwardAdam";
   TbeArgs args = CheckBackward(kOp, tables, weights, batch, grad_output, options);
   CheckDType(kOp, "m", m, DType::kF32);
@@ -357,7 +403,9 @@ void EmbeddingBagBackwardAdam(const TbeTables& tables, Tensor& weights, Tensor& 
   const engine::Context ctx = internal::CheckSamePlace(
       kOp,
       {&weights, &m, &v, batch.indices, batch.offsets, batch.per_sample_weights, &grad_output});
-  PushBackward(kOp, ctx, tables, batch, grad_output, {&weights, &m, &v}, args, options);
+  CheckCached(kOp, tables, weights, batch, cached, args);
+  PushBackward(kOp, ctx, tables, batch, grad_output, {&weights, &m, &v, SlotsOf(cached)}, args,
+               options, cached);
 }
 
 }  // namespace ember::ops

@@ -162,9 +162,29 @@ struct TbeBatch {
 // them. Never blocks.
 void ValidateTbeBatch(const TbeTables& tables, const TbeBatch& batch);
 
-// Reads weights and the batch; writes out ([B, total_dim] f32).
+// Rows held outside the weights (the cache layer's slots; cache/cached_tbe.h):
+// the index at position k of the batch reads, and a backward updates, row
+// locations[k] of `slots` when locations[k] >= 0, and its home row in the
+// weights when it is -1. Optimizer state stays indexed by the home row.
+// REQUIRES: every occurrence of one row in a batch has the same location,
+// and a location names a slot that holds that row (the cache guarantees
+// both). slots: [num_slots, slot_dim] in the weights' dtype, slot_dim at
+// least every table's dim; locations: i32 with at least indices.numel()
+// entries (more are ignored). A forward reads both; a backward reads
+// locations and writes slots (and the weights). `order_after`, if set, is
+// read only to order the op: after that tensor's writers and before its
+// next writer (the cache's state, for an inference forward).
+struct TbeCachedRows {
+  const Tensor* locations = nullptr;
+  const Tensor* slots = nullptr;
+  const Tensor* order_after = nullptr;
+};
+
+// Reads weights and the batch; writes out ([B, total_dim] f32). With
+// `cached`, rows come from its slots where its locations say so.
 void EmbeddingBagForward(const TbeTables& tables, const Tensor& weights, const TbeBatch& batch,
-                         Tensor& out, const TbeOptions& options = {});
+                         Tensor& out, const TbeOptions& options = {},
+                         const TbeCachedRows* cached = nullptr);
 
 struct SgdOptions {
   float learning_rate = 0.01f;
@@ -184,7 +204,7 @@ struct AdamOptions {
 // Backward fused with SGD. Reads the batch and grad_output; writes weights.
 void EmbeddingBagBackwardSgd(const TbeTables& tables, Tensor& weights, const TbeBatch& batch,
                              const Tensor& grad_output, const SgdOptions& sgd,
-                             const TbeOptions& options = {});
+                             const TbeOptions& options = {}, const TbeCachedRows* cached = nullptr);
 
 // Backward fused with row-wise Adagrad. `accumulator`: 1-D f32 of
 // total_rows, one per row (start at 0). Writes weights and accumulator.
@@ -192,12 +212,14 @@ void EmbeddingBagBackwardRowwiseAdagrad(const TbeTables& tables, Tensor& weights
                                         Tensor& accumulator, const TbeBatch& batch,
                                         const Tensor& grad_output,
                                         const RowwiseAdagradOptions& adagrad,
-                                        const TbeOptions& options = {});
+                                        const TbeOptions& options = {},
+                                        const TbeCachedRows* cached = nullptr);
 
 // Backward fused with Adam. `m`, `v`: 1-D f32 of total_elements (start at
 // 0); `step`: this step's number, from 1. Writes weights, m and v.
 void EmbeddingBagBackwardAdam(const TbeTables& tables, Tensor& weights, Tensor& m, Tensor& v,
                               const TbeBatch& batch, const Tensor& grad_output, int64_t step,
-                              const AdamOptions& adam, const TbeOptions& options = {});
+                              const AdamOptions& adam, const TbeOptions& options = {},
+                              const TbeCachedRows* cached = nullptr);
 
 }  // namespace ember::ops

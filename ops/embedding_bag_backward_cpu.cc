@@ -36,6 +36,7 @@ struct Occurrence {
   int64_t row = 0;  // within its table
   int64_t bag = 0;  // within the batch
   double scale = 1.0;
+  int64_t position = 0;  // in the batch's indices
 };
 
 int64_t IndexAt(const TbeArgs& args, int64_t i) {
@@ -71,7 +72,7 @@ std::vector<Occurrence> GatherTable(const TbeArgs& args, int t) {
                              .bound = args.rows[t]});
       }
       const double weight = args.per_sample_weights != nullptr ? args.per_sample_weights[i] : 1.0;
-      occurrences.push_back({.row = index, .bag = b, .scale = weight * bag_scale});
+      occurrences.push_back({.row = index, .bag = b, .scale = weight * bag_scale, .position = i});
     }
   }
   std::stable_sort(occurrences.begin(), occurrences.end(),
@@ -79,52 +80,67 @@ std::vector<Occurrence> GatherTable(const TbeArgs& args, int t) {
   return occurrences;
 }
 
-// Weights of any WeightType as f32 values.
+// A row of any WeightType as f32 values: element `first` onwards of
+// `base` (the weights, or the cache's slots).
 class WeightRow {
  public:
-  WeightRow(const TbeArgs& args, int64_t first) : args_(args), first_(first) {}
+  WeightRow(const TbeArgs& args, void* base, int64_t first)
+      : args_(args), base_(base), first_(first) {}
 
   [[nodiscard]] float Load(int64_t c) const {
     switch (args_.weight_type) {
       case WeightType::kF16:
-        return storage::HalfToFloat(static_cast<const uint16_t*>(args_.weights)[first_ + c]);
+        return storage::HalfToFloat(static_cast<const uint16_t*>(base_)[first_ + c]);
       case WeightType::kBF16:
-        return storage::Bf16ToFloat(static_cast<const uint16_t*>(args_.weights)[first_ + c]);
+        return storage::Bf16ToFloat(static_cast<const uint16_t*>(base_)[first_ + c]);
       case WeightType::kF32:
         break;
     }
-    return static_cast<const float*>(args_.weights)[first_ + c];
+    return static_cast<const float*>(base_)[first_ + c];
   }
 
   void Store(int64_t c, float value) const {
     switch (args_.weight_type) {
       case WeightType::kF16:
-        static_cast<uint16_t*>(args_.weights)[first_ + c] = storage::FloatToHalf(value);
+        static_cast<uint16_t*>(base_)[first_ + c] = storage::FloatToHalf(value);
         return;
       case WeightType::kBF16:
-        static_cast<uint16_t*>(args_.weights)[first_ + c] = storage::FloatToBf16(value);
+        static_cast<uint16_t*>(base_)[first_ + c] = storage::FloatToBf16(value);
         return;
       case WeightType::kF32:
         break;
     }
-    static_cast<float*>(args_.weights)[first_ + c] = value;
+    static_cast<float*>(base_)[first_ + c] = value;
   }
 
  private:
   const TbeArgs& args_;
+  void* base_;
   int64_t first_;
 };
+
+// Where a distinct row's values are: its slot when the cache holds it (the
+// location of any of its occurrences: they agree), else its home row.
+WeightRow RowToUpdate(const TbeArgs& args, int64_t home_first, int64_t position) {
+  if (args.locations != nullptr && args.locations[position] >= 0) {
+    return WeightRow(args, args.slots, int64_t{args.locations[position]} * args.slot_stride);
+  }
+  return WeightRow(args, args.weights, home_first);
+}
 
 // 1 - beta^step, as the CUDA kernel's host code computes it.
 float BiasCorrection(float beta, int64_t step) {
   return static_cast<float>(1.0 - std::pow(static_cast<double>(beta), static_cast<double>(step)));
 }
 
-// Applies the optimizer to row `row` of table t with its gradient `g`.
-void ApplyOptimizer(const TbeArgs& args, int t, int64_t row, const std::vector<float>& g) {
+// Applies the optimizer to row `row` of table t with its gradient `g`; the
+// row is updated where `position` (one of its occurrences) says it is, its
+// optimizer state at home.
+void ApplyOptimizer(const TbeArgs& args, int t, int64_t row, int64_t position,
+                    const std::vector<float>& g) {
   const int64_t dim = args.dims[t];
   const int64_t first = args.weight_offsets[t] + row * dim;
-  const WeightRow w(args, first);
+  const WeightRow w = RowToUpdate(args, first, position);
   const float lr = args.learning_rate;
   switch (args.optimizer) {
     case OptimizerKind::kSgd:
@@ -175,7 +191,7 @@ void UpdateTable(const TbeArgs& args, int t, const std::vector<Occurrence>& occu
       for (int64_t c = 0; c < dim; ++c) sum[c] += occurrences[e].scale * grad[c];
     }
     for (int64_t c = 0; c < dim; ++c) g[c] = static_cast<float>(sum[c]);
-    ApplyOptimizer(args, t, row, g);
+    ApplyOptimizer(args, t, row, occurrences[s].position, g);
     s = e;
   }
 }

@@ -237,15 +237,23 @@ __device__ float UpdateElement(const Params& p, float w, float g, float denom, i
 // registers; called by all 32 lanes. (Loading the lane's whole row and
 // state into registers before any store was measured slower on an H100:
 // the extra registers cost more occupancy than the overlap gained.)
+// `occurrence`: the sorted position of one of the row's occurrences, whose
+// location (TbeArgs::locations) says whether the row is updated in a cache
+// slot or at home; its optimizer state is at home either way.
 template <typename W, int kVecs>
 __device__ void ApplyRow(const Params& p, bool vector_rows, unsigned long long row,
-                         const float (&g)[4 * kVecs]) {
+                         int64_t occurrence, const float (&g)[4 * kVecs]) {
   const TbeArgs& a = p.args;
   const int lane = threadIdx.x % 32;
   const int t = static_cast<int>(row & 0xffffffffu);
   const int64_t index = static_cast<int64_t>(row >> 32);
   const int64_t dim = a.dims[t];
   const int64_t first = a.weight_offsets[t] + index * dim;
+  W* values = static_cast<W*>(a.weights) + first;
+  if (a.locations != nullptr) {
+    const int32_t slot = a.locations[p.positions[occurrence]];
+    if (slot >= 0) values = static_cast<W*>(a.slots) + slot * a.slot_stride;
+  }
   float denom = 0.0f;
   if (a.optimizer == OptimizerKind::kRowwiseAdagrad) {
     float square_sum = 0.0f;  // columns past dim hold 0
@@ -261,13 +269,12 @@ __device__ void ApplyRow(const Params& p, bool vector_rows, unsigned long long r
     if (lane == 0) *accumulator = value;
     denom = sqrtf(value) + a.eps;
   }
-  W* weights = static_cast<W*>(a.weights);
 #pragma unroll
   for (int i = 0; i < 4 * kVecs; ++i) {
     const int col = Column(vector_rows, i / 4, i % 4, lane);
     if (col >= dim) continue;
-    const int64_t e = first + col;
-    StoreWeight(weights + e, 0, UpdateElement(p, LoadWeight<W>(weights, e), g[i], denom, e));
+    StoreWeight(values + col, 0,
+                UpdateElement(p, LoadWeight<W>(values, col), g[i], denom, first + col));
   }
 }
 
@@ -306,7 +313,7 @@ __device__ void ReduceChunk(const Params& p, const TbeBackwardPlan& plan, int64_
     const bool from_before = piece_start == c0 && head_continues;
     const bool goes_on = piece_end == c1 && tail_continues;
     if (!from_before && !goes_on) {
-      ApplyRow<W, kVecs>(p, vector_rows, current, acc);
+      ApplyRow<W, kVecs>(p, vector_rows, current, piece_start, acc);
     } else {
       StoreSlot<kVecs>(p.slots + (2 * k + (from_before ? 0 : 1)) * 128 * kVecs, lane, acc);
     }
@@ -447,7 +454,7 @@ __global__ void __launch_bounds__(32 * kCombineWarps) CombineKernel(Params p) {
         for (int w = 0; w < kCombineWarps; ++w) {
           AddSlot<kVecs>(reinterpret_cast<const float*>(sums[w]), lane, g);
         }
-        ApplyRow<W, kVecs>(p, plan.vector_rows, owned_row, g);
+        ApplyRow<W, kVecs>(p, plan.vector_rows, owned_row, (k + 1) * plan.chunk - 1, g);
       }
     }
     __syncthreads();  // `chunk`, `slots` and `sums` are reused

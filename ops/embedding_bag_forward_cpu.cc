@@ -1,5 +1,6 @@
 // TBE forward on the CPU: the reference kernel. Table by table, bag by bag:
-// each bag's rows are read whole (contiguous) and summed into an f32 row,
+// each bag's rows (from their home rows, or their cache slots when
+// TbeArgs::locations names one) are read whole and summed into an f32 row,
 // which is scaled (mean) and stored once. Offsets and indices are checked
 // as they are read (ops/internal/embedding_bag_fault.h gives the order), so
 // the first bad entry is reported as the CUDA check kernel reports it.
@@ -63,12 +64,23 @@ class ForwardCpu {
       const int64_t index = indices_[i];
       if (!IndexInRange(index, args_.rows[t])) ThrowIndexFault(t, b, i, index);
       const float w = args_.per_sample_weights != nullptr ? args_.per_sample_weights[i] : 1.0f;
-      const typename Weight::Storage* row = table + index * dim;
+      const typename Weight::Storage* row = RowOf(table, index, dim, i);
       for (int64_t d = 0; d < dim; ++d) sum[d] += w * Weight::Load(row[d]);
     }
     const float scale = args_.mean && end > start ? 1.0f / static_cast<float>(end - start) : 1.0f;
     float* out = args_.out + b * args_.total_dim + args_.output_offsets[t];
     for (int64_t d = 0; d < dim; ++d) out[d] = sum[d] * scale;
+  }
+
+  // Where the row of the index at position i is: its slot when the cache
+  // holds it (TbeArgs::locations), else its home row in the table.
+  const typename Weight::Storage* RowOf(const typename Weight::Storage* table, int64_t index,
+                                        int64_t dim, int64_t i) const {
+    if (args_.locations != nullptr && args_.locations[i] >= 0) {
+      return static_cast<const typename Weight::Storage*>(args_.slots) +
+             int64_t{args_.locations[i]} * args_.slot_stride;
+    }
+    return table + index * dim;
   }
 
   [[noreturn]] void ThrowIndexFault(int t, int64_t b, int64_t position, int64_t index) const {

@@ -129,7 +129,10 @@ struct WarpBag {
   const Index* indices;
   const float* per_sample_weights;  // null: all 1
   const Weight* table;              // the table's first element
-  float* out;                       // the bag's first output column
+  const int32_t* locations;         // null: every row at home (TbeArgs::locations)
+  const Weight* slots;              // the cache's slots
+  int64_t slot_stride;
+  float* out;  // the bag's first output column
   int64_t rows;
   int64_t dim;
   int64_t start;
@@ -172,7 +175,9 @@ __device__ __forceinline__ void PoolColumns(const WarpBag<Index, Weight>& bag, i
     if (lane < n) {
       const int64_t index = bag.indices[base + lane];
       if (IndexInRange(index, bag.rows)) {
-        my_src = bag.table + index * bag.dim + c0;
+        const int32_t slot = bag.locations != nullptr ? bag.locations[base + lane] : -1;
+        my_src =
+            (slot >= 0 ? bag.slots + slot * bag.slot_stride : bag.table + index * bag.dim) + c0;
         if (weighted) my_weight = bag.per_sample_weights[base + lane];
       }
     }
@@ -231,14 +236,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   bag.indices = indices;
   bag.per_sample_weights = args.per_sample_weights;
   bag.table = static_cast<const Weight*>(args.weights) + args.weight_offsets[t];
+  bag.locations = args.locations;
+  bag.slots = static_cast<const Weight*>(args.slots);
+  bag.slot_stride = args.slot_stride;
   bag.out = args.out + b * args.total_dim + args.output_offsets[t];
   bag.rows = args.rows[t];
   bag.dim = args.dims[t];
   bag.scale =
       args.mean && bag.end > bag.start ? 1.0f / static_cast<float>(bag.end - bag.start) : 1.0f;
+  const bool slots_aligned = bag.locations == nullptr ||
+                             (bag.slot_stride % 4 == 0 &&
+                              reinterpret_cast<uintptr_t>(bag.slots) % (4 * sizeof(Weight)) == 0);
   const bool vectors = bag.dim % 4 == 0 &&
                        reinterpret_cast<uintptr_t>(bag.table) % (4 * sizeof(Weight)) == 0 &&
-                       reinterpret_cast<uintptr_t>(bag.out) % 16 == 0;
+                       reinterpret_cast<uintptr_t>(bag.out) % 16 == 0 && slots_aligned;
   if (vectors) {
     PoolBag<4>(bag, lane);
   } else {

@@ -39,6 +39,13 @@ struct TbeArgs {
   void* weights = nullptr;
   WeightType weight_type = WeightType::kF32;
 
+  // Rows held in slots (TbeCachedRows): per index a slot of `slots`
+  // (slot_stride elements apart) or -1 for the home row; null: every row
+  // at home.
+  const int32_t* locations = nullptr;
+  void* slots = nullptr;
+  int64_t slot_stride = 0;
+
   float* out = nullptr;                // forward: [B, total_dim]
   const float* grad_output = nullptr;  // backward: [B, total_dim]
 

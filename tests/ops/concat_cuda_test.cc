@@ -55,8 +55,11 @@ TEST_P(ConcatCudaTest, RejectsTensorsOnTwoContexts) {
   Tensor a = Empty({4, 2});
   Tensor b = Empty({4, 2}, kGpu);
   Tensor out = Empty({4, 4}, kGpu);
-  ExpectInvalid([&] { ConcatColumns({&a, &b}, out); },
-                "[ConcatColumns] the tensors are on gpu(0) and cpu; an op runs on one");
+  ExpectInvalid(
+      [&] {
+        ConcatColumns({&a, &b}, out);
+      },
+      "[ConcatColumns] the tensors are on gpu(0) and cpu; an op runs on one");
 }
 
 INSTANTIATE_TEST_SUITE_P(Dense, ConcatCudaTest, ::testing::ValuesIn(EngineNames()),

@@ -72,22 +72,40 @@ TEST_P(ConcatTest, RejectsBadArguments) {
   Tensor a = Empty({4, 2});
   Tensor b = Empty({3, 2});
   Tensor out = Empty({4, 4});
-  ExpectInvalid([&] { ConcatColumns({&a, &b}, out); },
-                "[ConcatColumns] `parts[1]` has 3 rows (shape [3, 2]); `out` has 4");
+  ExpectInvalid(
+      [&] {
+        ConcatColumns({&a, &b}, out);
+      },
+      "[ConcatColumns] `parts[1]` has 3 rows (shape [3, 2]); `out` has 4");
   Tensor c = Empty({4, 3});
-  ExpectInvalid([&] { ConcatColumns({&a, &c}, out); },
-                "[ConcatColumns] the parts have 5 columns in all; `out` has 4 (shape [4, 4])");
-  ExpectInvalid([&] { ConcatColumns({&a, &out}, out); },
-                "[ConcatColumns] `out` and `parts[1]` are one tensor");
+  ExpectInvalid(
+      [&] {
+        ConcatColumns({&a, &c}, out);
+      },
+      "[ConcatColumns] the parts have 5 columns in all; `out` has 4 (shape [4, 4])");
+  ExpectInvalid(
+      [&] {
+        ConcatColumns({&a, &out}, out);
+      },
+      "[ConcatColumns] `out` and `parts[1]` are one tensor");
   ExpectInvalid([&] { ConcatColumns({}, out); }, "[ConcatColumns] 0 parts; expected 1 to 4");
-  ExpectInvalid([&] { ConcatColumns({&a, &a, &a, &a, &a}, out); },
-                "[ConcatColumns] 5 parts; expected 1 to 4");
+  ExpectInvalid(
+      [&] {
+        ConcatColumns({&a, &a, &a, &a, &a}, out);
+      },
+      "[ConcatColumns] 5 parts; expected 1 to 4");
   Tensor ints = Tensor::Empty(*engine_, {4, 2}, DType::kI64, engine::Context::CPU());
-  ExpectInvalid([&] { ConcatColumns({&a, &ints}, out); },
-                "[ConcatColumns] `parts[1]` is i64; expected f32");
+  ExpectInvalid(
+      [&] {
+        ConcatColumns({&a, &ints}, out);
+      },
+      "[ConcatColumns] `parts[1]` is i64; expected f32");
   Tensor d = Empty({4, 2});
-  ExpectInvalid([&] { SplitColumns(out, {&d, &d}); },
-                "[SplitColumns] `parts[1]` and `parts[0]` are one tensor");
+  ExpectInvalid(
+      [&] {
+        SplitColumns(out, {&d, &d});
+      },
+      "[SplitColumns] `parts[1]` and `parts[0]` are one tensor");
   ExpectInvalid([&] { SplitColumns(out, {&out}); },
                 "[SplitColumns] `input` and `parts[0]` are one tensor");
   ExpectInvalid([&] { SplitColumns(out, {&d, nullptr}); }, "[SplitColumns] `parts[1]` is null");
