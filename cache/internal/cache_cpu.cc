@@ -25,8 +25,9 @@ int64_t* Stat(const CacheArgs& cache, int64_t* stats, int table, StatField field
 }
 
 // Adds `value` to a field of `table` and of the totals, this step's and
-// since creation.
+// since creation (nothing when statistics are off: null arrays).
 void Count(const CacheArgs& cache, int table, StatField field, int64_t value) {
+  if (cache.stats_step == nullptr) return;
   for (int64_t* stats : {cache.stats_step, cache.stats_total}) {
     *Stat(cache, stats, table, field) += value;
     *Stat(cache, stats, cache.num_tables, field) += value;
@@ -108,7 +109,9 @@ void PrefetchPass(const CacheArgs& cache, const std::vector<int64_t>& linear, in
 void PrefetchCpu(const CacheArgs& cache, const BatchArgs& batch, const LocationArgs& where,
                  int64_t timestep, int passes) {
   const std::vector<int64_t> linear = Linearize(cache, batch, "CachedTbe::Prefetch");
-  std::fill(cache.stats_step, cache.stats_step + (cache.num_tables + 1) * kStatFields, 0);
+  if (cache.stats_step != nullptr) {
+    std::fill(cache.stats_step, cache.stats_step + (cache.num_tables + 1) * kStatFields, 0);
+  }
   *where.num_locked = 0;
   const int64_t n = batch.num_indices;
   const int64_t chunk = passes <= 1 ? n : (n + passes - 1) / passes;

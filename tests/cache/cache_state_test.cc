@@ -241,6 +241,26 @@ TEST_P(CacheStateTest, WarmFillsFreeWaysAndResetEmptiesTheCache) {
   EXPECT_THROW(cache->Warm(std::vector<int64_t>{200}), InvalidArgument);
 }
 
+// Statistics observe only: turned off, the cache does the same and its
+// statistics read zero.
+TEST_P(CacheStateTest, StatisticsOffChangeNothing) {
+  std::vector<CacheSnapshot> snapshots;
+  for (bool stats : {true, false}) {
+    CacheOptions options;
+    options.collect_stats = stats;
+    options.load_factor = 32.0 / 200.0;
+    CachedTbe cache(engine(), ops::TbeTables({100, 100}, {4, 8}), options);
+    Batch batch = OneBag(Range(0, 40), {1, 2});
+    CacheLocations where = cache.NewLocations(42);
+    cache.Prefetch(batch.view(), where);
+    cache.Relookup(batch.view(), where);
+    snapshots.push_back(cache.Snapshot());
+    EXPECT_EQ(cache.TotalStats().all.requested, stats ? 42 : 0);
+  }
+  EXPECT_EQ(snapshots[0].tags, snapshots[1].tags);
+  EXPECT_EQ(snapshots[0].timestamps, snapshots[1].timestamps);
+}
+
 TEST_P(CacheStateTest, ABadIndexNamesTableBagAndValueAndChangesNothing) {
   auto cache = MakeCache(2);
   Batch good = OneBag({1, 2});

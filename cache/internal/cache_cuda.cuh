@@ -1,0 +1,229 @@
+#pragma once
+
+// Device helpers shared by the cache's CUDA kernels (batch_check_cuda.cu,
+// miss_sort_cuda.cu, prefetch_cuda.cu, lookup_cuda.cu, maintenance_cuda.cu),
+// and the two host launchers they share: the batch check and the miss sort.
+//
+// Warp helpers take the whole warp: every lane calls them, converged, with
+// its own arguments (a lane without work passes valid = false), as the
+// *_sync intrinsics inside them require.
+//
+// Thread safety: pure functions and launches on the caller's stream.
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cache/internal/batch_fault.h"
+#include "cache/internal/cache_args.h"
+#include "cache/internal/cache_rows.h"
+
+namespace ember::cache::internal::cuda {
+
+inline constexpr int kWarp = 32;
+inline constexpr unsigned kFullMask = 0xffffffffu;
+inline constexpr int kBlockThreads = 256;
+inline constexpr int kBlockWarps = kBlockThreads / kWarp;
+// A fault key (see CheckBatchCuda) when the batch has no fault.
+inline constexpr unsigned long long kNoFaultKey = ~0ull;
+
+inline cudaStream_t AsStream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+// Blocks of `per_block` items for a grid-stride loop over n items: enough to
+// fill the GPU, at least one, capped (the loop covers the rest).
+inline unsigned GridFor(int64_t n, int64_t per_block, int64_t cap = 65535) {
+  return static_cast<unsigned>(std::clamp<int64_t>((n + per_block - 1) / per_block, 1, cap));
+}
+
+__device__ inline int Lane() { return static_cast<int>(threadIdx.x % kWarp); }
+__device__ inline unsigned LanesBelow() { return (1u << Lane()) - 1u; }
+
+// The table of index k of a batch (whose offsets are valid: otherwise some
+// table, never out of bounds): the last table whose first bag starts at or
+// before k.
+__device__ inline int TableOfIndex(const BatchArgs& batch, int num_tables, int64_t k) {
+  int lo = 0;
+  int hi = num_tables - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (OffsetAt(batch, int64_t{mid} * batch.batch_size) <= k) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+// The linear id of index k, or -1 when the index is out of its table's range
+// (only an unchecked batch has one).
+__device__ inline int64_t LinearIdOf(const CacheArgs& cache, const BatchArgs& batch, int64_t k) {
+  const int table = TableOfIndex(batch, cache.num_tables, k);
+  const int64_t index = IndexAt(batch, k);
+  return index >= 0 && index < cache.rows[table] ? cache.row_offsets[table] + index : -1;
+}
+
+// Where rows live (cache_args.h, layout).
+__device__ inline char* HomeRowAt(const CacheArgs& cache, int table, int64_t linear_id) {
+  const int64_t element =
+      cache.weight_offsets[table] + (linear_id - cache.row_offsets[table]) * cache.dims[table];
+  return static_cast<char*>(cache.home) + element * ElementBytes(cache.row_type);
+}
+__device__ inline char* SlotRowAt(const CacheArgs& cache, int64_t slot) {
+  return static_cast<char*>(cache.slots) + slot * cache.slot_dim * ElementBytes(cache.row_type);
+}
+
+// Copies `bytes` (a multiple of 2) with the lanes of a warp, in the widest
+// words (16, 8, 4 or 2 bytes) that both addresses and the size allow, so
+// that a row at home (host-mapped or managed memory) moves in full,
+// coalesced transactions. Rows are copied bit for bit, whatever their type.
+template <typename Word>
+__device__ inline void CopyWords(const void* from, void* to, int64_t bytes) {
+  const auto* src = static_cast<const Word*>(from);
+  auto* dst = static_cast<Word*>(to);
+  const int64_t words = bytes / static_cast<int64_t>(sizeof(Word));
+  for (int64_t i = Lane(); i < words; i += kWarp) dst[i] = src[i];
+}
+__device__ inline void WarpCopy(const void* from, void* to, int64_t bytes) {
+  const auto bits = reinterpret_cast<uintptr_t>(from) | reinterpret_cast<uintptr_t>(to) |
+                    static_cast<uintptr_t>(bytes);
+  if (bits % 16 == 0) {
+    CopyWords<int4>(from, to, bytes);
+  } else if (bits % 8 == 0) {
+    CopyWords<int2>(from, to, bytes);
+  } else if (bits % 4 == 0) {
+    CopyWords<int>(from, to, bytes);
+  } else {
+    CopyWords<short>(from, to, bytes);
+  }
+}
+
+// The slot of each lane's row (linear id) or -1, as FindSlot finds it: lane
+// by lane, the whole warp reads the 32 tags of that row's set (two cache
+// lines) in one coalesced load.
+__device__ inline int64_t WarpFindSlot(const CacheArgs& cache, int64_t linear_id, bool valid) {
+  const int64_t set = valid ? SetOf(linear_id, cache.num_sets) : 0;
+  unsigned pending = __ballot_sync(kFullMask, valid);
+  int64_t found = -1;
+  while (pending != 0) {
+    const int i = __ffs(pending) - 1;
+    pending &= pending - 1;
+    const int64_t row = __shfl_sync(kFullMask, linear_id, i);
+    const int64_t first = __shfl_sync(kFullMask, set, i) * kWays;
+    const unsigned hits = __ballot_sync(kFullMask, cache.tags[first + Lane()] == row);
+    if (Lane() == i && hits != 0) found = first + __ffs(hits) - 1;
+  }
+  return found;
+}
+
+// Adds `value` to a statistic of `table` and of the totals, this step's and
+// since creation, where they are kept.
+__device__ inline void AddStat(int64_t* stats, int num_tables, int table, StatField field,
+                               int64_t value) {
+  if (stats == nullptr) return;
+  const auto v = static_cast<unsigned long long>(value);
+  atomicAdd(reinterpret_cast<unsigned long long*>(&stats[table * kStatFields + field]), v);
+  atomicAdd(reinterpret_cast<unsigned long long*>(&stats[num_tables * kStatFields + field]), v);
+}
+
+// Counts `unit` per lane where `pred` holds into `field` of the lane's
+// table: one atomic per table present in the warp.
+__device__ inline void WarpCount(const CacheArgs& cache, bool pred, int table, StatField field,
+                                 int64_t unit = 1) {
+  if (cache.stats_step == nullptr && cache.stats_total == nullptr) return;
+  const unsigned active = __ballot_sync(kFullMask, pred);
+  if (!pred) return;
+  const unsigned group = __match_any_sync(active, table);
+  if (Lane() != __ffs(group) - 1) return;
+  const int64_t value = __popc(group) * unit;
+  AddStat(cache.stats_step, cache.num_tables, table, field, value);
+  AddStat(cache.stats_total, cache.num_tables, table, field, value);
+}
+
+// Appends `value` of every lane where `pred` holds to `list`, whose length
+// is `*count`: one atomic per warp (the order among warps is the GPU's).
+__device__ inline void WarpAppend(int32_t* list, int64_t* count, bool pred, int32_t value) {
+  const unsigned mask = __ballot_sync(kFullMask, pred);
+  if (mask == 0) return;
+  const int leader = __ffs(mask) - 1;
+  unsigned long long base = 0;
+  if (Lane() == leader) {
+    base = atomicAdd(reinterpret_cast<unsigned long long*>(count),
+                     static_cast<unsigned long long>(__popc(mask)));
+  }
+  base = __shfl_sync(kFullMask, base, leader);
+  if (pred) list[base + __popc(mask & LanesBelow())] = value;
+}
+
+// The batch check of every GPU step that takes a fault record: finds the
+// first bad offset or index in the CPU's order (Linearize: every offset
+// first, then the indices in order) as the smallest key (the offset's
+// position j, or T * B + 1 + the index's position) into `*key` (device
+// memory). The step's next kernel calls DescribeFault with the key, and
+// it and every later kernel of the step change nothing unless the key is
+// kNoFaultKey.
+void CheckBatchCuda(const CacheArgs& cache, const BatchArgs& batch, unsigned long long* key,
+                    const char* op, cudaStream_t stream);
+
+// One thread: the fault of `key` (from CheckBatchCuda), as Linearize
+// reports it, into `*fault` (the step's record in pinned host memory, read
+// by its deferred check); nothing for kNoFaultKey.
+__device__ inline void DescribeFault(const BatchArgs& batch, int num_tables, const int64_t* rows,
+                                     unsigned long long key, BatchFault* fault) {
+  if (key == kNoFaultKey) return;
+  const int64_t bags = num_tables * batch.batch_size;
+  const auto i = static_cast<int64_t>(key);
+  BatchFault found;
+  if (i <= bags) {
+    found = CheckOffset(batch, num_tables, i);
+  } else {
+    const int64_t k = i - bags - 1;
+    const int table = TableOfIndex(batch, num_tables, k);
+    // The bag holding k: the last of its table that starts at or before it.
+    int64_t lo = 0;
+    int64_t hi = batch.batch_size - 1;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (OffsetAt(batch, table * batch.batch_size + mid) <= k) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    found.kind = kIndexOutOfRange;
+    found.table = table;
+    found.bag = lo;
+    found.position = k;
+    found.value = IndexAt(batch, k);
+    found.bound = rows[table];
+  }
+  *fault = found;
+}
+
+// The misses of a prefetch pass (miss_sort_cuda.cu): `*count` (device
+// memory) rows (linear ids) and their positions, in rows[0] and
+// positions[0], sorted by (SetOf(row), row), ties in any order. `capacity`
+// bounds the count; buffers [1] and `tile_counts` exist only when it is
+// above kMissTile (MissTileCountBytes).
+inline constexpr int kMissTile = 2048;
+struct MissSort {
+  const unsigned long long* count = nullptr;
+  const unsigned long long* fault_key = nullptr;  // sorts nothing unless kNoFaultKey
+  int64_t capacity = 0;
+  int64_t num_sets = 0;
+  int row_bits = 0;  // bits of the largest linear id
+  int set_bits = 0;  // bits of the largest set
+  int64_t* rows[2] = {nullptr, nullptr};
+  uint32_t* positions[2] = {nullptr, nullptr};
+  uint32_t* tile_counts = nullptr;  // 256 per tile of kMissTile entries
+};
+// Bytes of tile_counts for `capacity` entries.
+inline int64_t MissTileCountBytes(int64_t capacity) {
+  return capacity > kMissTile ? (capacity + kMissTile - 1) / kMissTile * 256 * 4 : 0;
+}
+// Sorts (one launch) on the current device; returns the buffer (0 or 1)
+// that holds the sorted entries.
+int SortMissesCuda(const MissSort& sort, const char* op, cudaStream_t stream);
+
+}  // namespace ember::cache::internal::cuda

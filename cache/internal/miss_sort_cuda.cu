@@ -1,0 +1,248 @@
+// SortMissesCuda (cache_cuda.cuh): a prefetch pass's misses sorted by
+// (set, row), so that each set's distinct missing rows form one run in
+// increasing linear id (cache_args.h, invariant 4).
+//
+// Why not cub::DeviceRadixSort: the number of misses is known only on the
+// GPU (the probe counts them), and CUB's device-wide sorts take their size
+// from the host, which would cost a host sync per pass or a sort of every
+// index. Here one kernel reads the count from device memory and works in
+// proportion to it, so a pass of few misses sorts few, and a pass of none
+// costs one launch:
+//  - up to kMissTile misses (the usual case): block 0 sorts them with
+//    cub::BlockMergeSort on the full key;
+//  - more: a least-significant-digit radix sort with CUB's block primitives,
+//    8 bits a pass over the composite key (set << row_bits) | row (whose
+//    set bits are computed, not stored, so any widths fit): per tile of
+//    kMissTile entries a digit histogram; block 0 scans them into each
+//    (digit, tile)'s first output position; then each tile ranks its
+//    entries by digit with cub::BlockRadixSort (stable) and scatters them.
+//    Stability across passes makes the whole sort correct. The three steps
+//    of every pass are separated by grid-wide barriers, so the kernel is a
+//    cooperative launch (all its blocks resident at once; blocks take
+//    tiles in turn), of at most one block per SM so that it can start
+//    beside the kernels of other streams.
+
+#include <cuda_runtime_api.h>
+
+#include <cooperative_groups.h>
+#include <cub/block/block_merge_sort.cuh>
+#include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include <algorithm>
+#include <atomic>
+
+#include "cache/internal/cache_cuda.cuh"
+#include "engine/cuda/check.h"
+
+namespace ember::cache::internal::cuda {
+namespace {
+
+constexpr int kSortThreads = 256;
+constexpr int kSortItems = kMissTile / kSortThreads;  // per thread
+constexpr int kDigitBits = 8;
+constexpr int kDigits = 1 << kDigitBits;
+constexpr uint64_t kNoRow = ~0ull;  // sorts after every row
+static_assert(kSortItems * kSortThreads == kMissTile);
+static_assert(kDigits == kSortThreads, "one thread per digit in the histogram and scan");
+
+// (set, row) order; kNoRow last.
+struct MissOrder {
+  int64_t num_sets;
+  __device__ bool operator()(uint64_t a, uint64_t b) const {
+    if (a == kNoRow) return false;
+    if (b == kNoRow) return true;
+    const int64_t set_a = SetOf(static_cast<int64_t>(a), num_sets);
+    const int64_t set_b = SetOf(static_cast<int64_t>(b), num_sets);
+    return set_a != set_b ? set_a < set_b : a < b;
+  }
+};
+
+// Digit `pass` (8 bits) of the composite key (set << row_bits) | row.
+__device__ unsigned DigitOf(const MissSort& s, int64_t row, int pass) {
+  const int low = pass * kDigitBits;
+  const auto r = static_cast<uint64_t>(row);
+  unsigned digit = 0;
+  if (low < s.row_bits) digit = static_cast<unsigned>((r >> low) & (kDigits - 1));
+  if (low + kDigitBits > s.row_bits) {
+    const auto set = static_cast<uint64_t>(SetOf(row, s.num_sets));
+    const uint64_t part = low >= s.row_bits ? set >> (low - s.row_bits) : set << (s.row_bits - low);
+    digit |= static_cast<unsigned>(part & (kDigits - 1));
+  }
+  return digit;
+}
+
+using MergeSort = cub::BlockMergeSort<uint64_t, kSortThreads, kSortItems, uint32_t>;
+using RadixSort = cub::BlockRadixSort<uint32_t, kSortThreads, kSortItems, uint32_t>;
+using Scan = cub::BlockScan<uint32_t, kSortThreads>;
+
+// One block's shared memory, step by step.
+union SortShared {
+  typename MergeSort::TempStorage merge;
+  unsigned counts[kDigits];
+  typename Scan::TempStorage scan;
+  struct {
+    typename RadixSort::TempStorage sort;
+    uint16_t sorted_digits[kMissTile];
+    uint32_t digit_start[kDigits];
+  } scatter;
+};
+
+// Up to kMissTile entries of buffer 0, sorted into buffer `out` by one block.
+__device__ void SortOneTile(const MissSort& s, int64_t count, int out, SortShared& shared) {
+  uint64_t keys[kSortItems];
+  uint32_t positions[kSortItems];
+  for (int i = 0; i < kSortItems; ++i) {
+    const int64_t j = int64_t{threadIdx.x} * kSortItems + i;
+    keys[i] = j < count ? static_cast<uint64_t>(s.rows[0][j]) : kNoRow;
+    positions[i] = j < count ? s.positions[0][j] : 0;
+  }
+  MergeSort(shared.merge)
+      .Sort(keys, positions, MissOrder{s.num_sets}, static_cast<int>(count), kNoRow);
+  for (int i = 0; i < kSortItems; ++i) {
+    const int64_t j = int64_t{threadIdx.x} * kSortItems + i;
+    if (j < count) {
+      s.rows[out][j] = static_cast<int64_t>(keys[i]);
+      s.positions[out][j] = positions[i];
+    }
+  }
+}
+
+// Tile `tile`'s digit counts: tile_counts[tile * 256 + digit].
+__device__ void CountTile(const MissSort& s, int64_t count, int64_t tile, int pass, int from,
+                          SortShared& shared) {
+  const int64_t first = tile * kMissTile;
+  shared.counts[threadIdx.x] = 0;
+  __syncthreads();
+  for (int i = 0; i < kSortItems; ++i) {
+    const int64_t j = first + int64_t{i} * kSortThreads + threadIdx.x;
+    if (j < count) atomicAdd(&shared.counts[DigitOf(s, s.rows[from][j], pass)], 1u);
+  }
+  __syncthreads();
+  s.tile_counts[tile * kDigits + threadIdx.x] = shared.counts[threadIdx.x];
+  __syncthreads();
+}
+
+// A thread per digit: each (tile, digit) count becomes the first output
+// position of that digit's entries of that tile (digit-major, then tile
+// order: what makes the scatter stable).
+__device__ void ScanTiles(const MissSort& s, int64_t tiles, SortShared& shared) {
+  const unsigned digit = threadIdx.x;
+  uint32_t total = 0;
+  for (int64_t t = 0; t < tiles; ++t) total += s.tile_counts[t * kDigits + digit];
+  uint32_t position = 0;
+  Scan(shared.scan).ExclusiveSum(total, position);
+  for (int64_t t = 0; t < tiles; ++t) {
+    const uint32_t n = s.tile_counts[t * kDigits + digit];
+    s.tile_counts[t * kDigits + digit] = position;
+    position += n;
+  }
+  __syncthreads();
+}
+
+// Tile `tile`'s entries of buffer `from`, ranked by digit (stably) and
+// scattered to their positions in buffer 1 - from.
+__device__ void ScatterTile(const MissSort& s, int64_t count, int64_t tile, int pass, int from,
+                            SortShared& shared) {
+  const int64_t first = tile * kMissTile;
+  // Blocked arrangement (thread t holds entries t * kSortItems + i), the
+  // order BlockRadixSort keeps among equal digits; kDigits marks no entry.
+  uint32_t digits[kSortItems];
+  uint32_t local[kSortItems];
+  for (int i = 0; i < kSortItems; ++i) {
+    const int at = static_cast<int>(threadIdx.x) * kSortItems + i;
+    local[i] = static_cast<uint32_t>(at);
+    digits[i] = first + at < count ? DigitOf(s, s.rows[from][first + at], pass) : kDigits;
+  }
+  RadixSort(shared.scatter.sort).Sort(digits, local, 0, kDigitBits + 1);
+  for (int i = 0; i < kSortItems; ++i) {
+    shared.scatter.sorted_digits[threadIdx.x * kSortItems + i] = static_cast<uint16_t>(digits[i]);
+  }
+  __syncthreads();
+  for (int i = 0; i < kSortItems; ++i) {
+    const int rank = static_cast<int>(threadIdx.x) * kSortItems + i;
+    if (digits[i] < kDigits && (rank == 0 || shared.scatter.sorted_digits[rank - 1] != digits[i])) {
+      shared.scatter.digit_start[digits[i]] = static_cast<uint32_t>(rank);
+    }
+  }
+  __syncthreads();
+  const int to = 1 - from;
+  for (int i = 0; i < kSortItems; ++i) {
+    if (digits[i] >= kDigits) continue;
+    const int rank = static_cast<int>(threadIdx.x) * kSortItems + i;
+    const int64_t at = s.tile_counts[tile * kDigits + digits[i]] +
+                       (rank - static_cast<int64_t>(shared.scatter.digit_start[digits[i]]));
+    s.rows[to][at] = s.rows[from][first + local[i]];
+    s.positions[to][at] = s.positions[from][first + local[i]];
+  }
+  __syncthreads();
+}
+
+// The whole sort; a cooperative launch. Every block reads the same count,
+// so all of them take the same path (and reach the same barriers).
+__global__ void __launch_bounds__(kSortThreads)
+    SortMissesKernel(const MissSort s, int passes, int out) {
+  __shared__ SortShared shared;
+  if (*s.fault_key != kNoFaultKey) return;
+  const auto count = static_cast<int64_t>(*s.count);
+  if (count == 0) return;
+  if (count <= kMissTile) {
+    if (blockIdx.x == 0) SortOneTile(s, count, out, shared);
+    return;
+  }
+  const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+  const int64_t tiles = (count + kMissTile - 1) / kMissTile;
+  for (int pass = 0; pass < passes; ++pass) {
+    const int from = pass % 2;
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      CountTile(s, count, tile, pass, from, shared);
+    }
+    grid.sync();
+    if (blockIdx.x == 0) ScanTiles(s, tiles, shared);
+    grid.sync();
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      ScatterTile(s, count, tile, pass, from, shared);
+    }
+    grid.sync();
+  }
+}
+
+// Blocks of SortMissesKernel that fit on `device` at once, one per SM at
+// most; found once per device.
+int ResidentSortBlocks(int device, const char* op) {
+  static std::atomic<int> known[64] = {};
+  if (device >= 0 && device < 64) {
+    if (const int blocks = known[device].load(std::memory_order_relaxed); blocks > 0) return blocks;
+  }
+  int per_sm = 0;
+  CudaCheckForOp(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, SortMissesKernel, kSortThreads, 0),
+      "cudaOccupancyMaxActiveBlocksPerMultiprocessor of SortMissesKernel", op);
+  int sms = 0;
+  CudaCheckForOp(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+                 "cudaDeviceGetAttribute (multiprocessors)", op);
+  const int blocks = std::max(1, std::min(per_sm, 1) * sms);
+  if (device >= 0 && device < 64) known[device].store(blocks, std::memory_order_relaxed);
+  return blocks;
+}
+
+}  // namespace
+
+int SortMissesCuda(const MissSort& s, const char* op, cudaStream_t stream) {
+  int passes = (s.row_bits + s.set_bits + kDigitBits - 1) / kDigitBits;
+  const bool tiled = s.capacity > kMissTile;
+  int out = tiled ? passes % 2 : 0;
+  int device = 0;
+  CudaCheckForOp(cudaGetDevice(&device), "cudaGetDevice", op);
+  const int64_t tiles = (s.capacity + kMissTile - 1) / kMissTile;
+  const auto blocks =
+      static_cast<unsigned>(std::clamp<int64_t>(tiles, 1, ResidentSortBlocks(device, op)));
+  MissSort args = s;
+  void* params[] = {&args, &passes, &out};
+  CudaCheckForOp(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&SortMissesKernel),
+                                             dim3(blocks), dim3(kSortThreads), params, 0, stream),
+                 "cudaLaunchCooperativeKernel of SortMissesKernel", op);
+  return out;
+}
+
+}  // namespace ember::cache::internal::cuda

@@ -1,0 +1,350 @@
+// PrefetchCuda and PrefetchScratchBytes (cache_kernels.h): PrefetchCpu's
+// semantics (cache_cpu.cc) on one stream, without host syncs.
+//
+// Pipeline, all on `stream`:
+//  1. Check the whole batch (CheckBatchCuda): a bad one is described in the
+//     fault record (by the next kernel) and every later kernel returns at
+//     once, so nothing changes, as the CPU throws before changing anything.
+//  2. Zero this step's statistics and the locked count.
+//  3. Per pass over the chunk [begin, end), three launches:
+//     a. Probe (a warp per 32 indices): each index's linear id (`requested`
+//        comes from the offsets, a table at a time); the warp reads each
+//        row's set (32 tags, two cache lines) in one load. A hit is taken
+//        by the one thread whose atomicCAS moves the slot's timestamp to
+//        this timestep (none, when an earlier pass did): it locks the slot,
+//        lists it in `locked` and counts the row as unique (and LFU's
+//        count). A miss appends its row and position to the miss list.
+//     b. Sort only the misses by (set, row) (miss_sort_cuda.cu): one
+//        launch, which returns at once when nothing missed.
+//     c. Insert (a warp per set run of the sorted misses): the warp ranks
+//        the set's eligible ways by VictimKey with shuffles, walks the
+//        run's distinct rows in increasing id, counts each (unique,
+//        unique_misses, LFU's count), gives the first ones the victims in
+//        order (writing an evicted row home first, then copying the row in,
+//        all lanes in 16-byte words where aligned) and counts the rest as
+//        conflict misses; then writes the locations of the run's indices.
+//        Sets are independent (a row lives in one set; a victim is cached,
+//        a miss is not), so warps need no ordering among themselves.
+// The result equals PrefetchCpu's in every slot, tag, timestamp, lock,
+// location and statistic; only the order of `locked` may differ.
+//
+// Scratch (one pass of `chunk` indices, reused by every pass): a header
+// (fault key, miss counts), the miss rows (i64) and positions (u32) twice
+// (the radix sort's two buffers; once for chunks of at most kMissTile) and
+// the radix sort's tile counts (1 KiB a tile of kMissTile): within
+// PrefetchScratchBytes' 25 bytes an index plus 32.
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "cache/internal/cache_cuda.cuh"
+#include "cache/internal/cache_kernels.h"
+#include "engine/cuda/check.h"
+#include "engine/cuda/scoped_device.h"
+#include "engine/error.h"
+
+namespace ember::cache::internal {
+
+using namespace cuda;  // NOLINT(build/namespaces): the helpers of cache_cuda.cuh
+
+namespace {
+
+constexpr char kOp[] = "CachedTbe::Prefetch";
+
+struct Header {
+  unsigned long long fault_key;
+  // The miss list's length, of even and odd passes: a pass's insert kernel
+  // zeroes the next pass's (no launch of its own).
+  unsigned long long misses[2];
+  unsigned long long unused;
+};
+static_assert(sizeof(Header) == 32);
+
+struct Scratch {
+  Header* header = nullptr;
+  int64_t* rows[2] = {nullptr, nullptr};
+  uint32_t* positions[2] = {nullptr, nullptr};
+  uint32_t* tile_counts = nullptr;
+  int64_t bytes = 0;  // used
+};
+
+// The scratch's pieces for `chunk` indices from `base` (null: measures).
+Scratch Carve(void* base, int64_t chunk) {
+  const bool tiled = chunk > kMissTile;
+  auto* at = static_cast<char*>(base);
+  int64_t used = 0;
+  auto take = [&](int64_t bytes) {
+    char* piece = at == nullptr ? nullptr : at + used;
+    used += bytes;
+    return piece;
+  };
+  Scratch s;
+  s.header = reinterpret_cast<Header*>(take(sizeof(Header)));
+  s.rows[0] = reinterpret_cast<int64_t*>(take(8 * chunk));
+  if (tiled) s.rows[1] = reinterpret_cast<int64_t*>(take(8 * chunk));
+  s.positions[0] = reinterpret_cast<uint32_t*>(take(4 * chunk));
+  if (tiled) s.positions[1] = reinterpret_cast<uint32_t*>(take(4 * chunk));
+  s.tile_counts = reinterpret_cast<uint32_t*>(take(MissTileCountBytes(chunk)));
+  s.bytes = used;
+  return s;
+}
+
+int BitsFor(int64_t largest) {
+  int bits = 0;
+  while (bits < 63 && (largest >> bits) != 0) ++bits;
+  return bits;
+}
+
+// Describes a bad batch (and changes nothing), or starts the step: this
+// step's statistics and the locked count zeroed, and the first pass's miss
+// count.
+__global__ void BeginKernel(const CacheArgs cache, const BatchArgs batch, const LocationArgs where,
+                            Header* header, BatchFault* fault) {
+  if (header->fault_key != kNoFaultKey) {
+    if (threadIdx.x == 0) {
+      DescribeFault(batch, cache.num_tables, cache.rows, header->fault_key, fault);
+    }
+    return;
+  }
+  const int fields = (cache.num_tables + 1) * kStatFields;
+  if (cache.stats_step != nullptr) {
+    for (int i = threadIdx.x; i < fields; i += blockDim.x) cache.stats_step[i] = 0;
+  }
+  if (threadIdx.x == 0) {
+    *where.num_locked = 0;
+    header->misses[0] = 0;
+  }
+}
+
+// Block 0: `requested` of each table, the indices of [begin, end) in its
+// bags (tables' indices are contiguous: no count per index).
+__device__ void CountRequested(const CacheArgs& cache, const BatchArgs& batch, int64_t begin,
+                               int64_t end) {
+  if (cache.stats_step == nullptr && cache.stats_total == nullptr) return;
+  for (int t = threadIdx.x; t < cache.num_tables; t += blockDim.x) {
+    const int64_t first = OffsetAt(batch, t * batch.batch_size);
+    const int64_t last = OffsetAt(batch, (t + 1) * batch.batch_size);
+    const int64_t in_pass = (last < end ? last : end) - (first > begin ? first : begin);
+    if (in_pass <= 0) continue;
+    AddStat(cache.stats_step, cache.num_tables, t, kRequested, in_pass);
+    AddStat(cache.stats_total, cache.num_tables, t, kRequested, in_pass);
+  }
+}
+
+// One thread per index of [begin, end), warps of 32 consecutive indices.
+__global__ void __launch_bounds__(kBlockThreads)
+    ProbeKernel(const CacheArgs cache, const BatchArgs batch, const LocationArgs where,
+                int64_t timestep, int64_t begin, int64_t end, unsigned long long* misses,
+                const Header* header, int64_t* miss_rows, uint32_t* miss_positions) {
+  if (header->fault_key != kNoFaultKey) return;
+  if (blockIdx.x == 0) CountRequested(cache, batch, begin, end);
+  const int64_t k = begin + int64_t{blockIdx.x} * kBlockThreads + threadIdx.x;
+  const bool valid = k < end;
+  int table = 0;
+  int64_t row = 0;
+  if (valid) {
+    table = TableOfIndex(batch, cache.num_tables, k);
+    row = cache.row_offsets[table] + IndexAt(batch, k);
+  }
+  const int64_t slot = WarpFindSlot(cache, row, valid);
+  const bool hit = slot >= 0;
+  // The first use of a cached row in this timestep locks its slot; any
+  // other (a repeat in this pass, or a row an earlier pass took) finds the
+  // timestamp already moved.
+  bool first_use = false;
+  if (hit) {
+    auto* stamp = reinterpret_cast<unsigned long long*>(cache.timestamps + slot);
+    const auto now = static_cast<unsigned long long>(timestep);
+    const unsigned long long seen = *stamp;
+    first_use = seen != now && atomicCAS(stamp, seen, now) == seen;
+    where.slot_of[k] = static_cast<int32_t>(slot);
+  }
+  if (first_use) {
+    cache.locks[slot] += 1;
+    if (cache.policy == Policy::kLfu) cache.counts[row] += 1;
+  }
+  WarpCount(cache, first_use, table, kUnique);
+  WarpAppend(where.locked, where.num_locked, first_use, static_cast<int32_t>(slot));
+  const bool miss = valid && !hit;
+  const unsigned missing = __ballot_sync(kFullMask, miss);
+  if (missing == 0) return;
+  const int leader = __ffs(missing) - 1;
+  unsigned long long at = 0;
+  if (Lane() == leader) at = atomicAdd(misses, static_cast<unsigned long long>(__popc(missing)));
+  at = __shfl_sync(kFullMask, at, leader) + __popc(missing & LanesBelow());
+  if (miss) {
+    miss_rows[at] = row;
+    miss_positions[at] = static_cast<uint32_t>(k - begin);
+  }
+}
+
+// The misses of set `set`, sorted entries [start, ...) of rows/positions.
+__device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, int64_t timestep,
+                          int64_t begin, const int64_t* rows, const uint32_t* positions,
+                          int64_t count, int64_t start, int64_t set) {
+  const int lane = Lane();
+  // The set's ways: which may be victims, and in which order (invariant 4).
+  const int64_t way_slot = set * kWays + lane;
+  const int64_t tag = cache.tags[way_slot];
+  const bool eligible = cache.locks[way_slot] == 0 && cache.timestamps[way_slot] < timestep;
+  const VictimOrder key = VictimKey(cache, way_slot);
+  const unsigned eligible_ways = __ballot_sync(kFullMask, eligible);
+  const int victims = __popc(eligible_ways);
+  int rank = 0;  // among the eligible ways
+  for (int u = 0; u < kWays; ++u) {
+    const VictimOrder other{__shfl_sync(kFullMask, key.count, u),
+                            __shfl_sync(kFullMask, key.timestamp, u),
+                            __shfl_sync(kFullMask, key.slot, u)};
+    if ((eligible_ways >> u & 1u) != 0 && other < key) ++rank;
+  }
+  int way_of_rank = 0;  // lane r < victims: the way taken r-th
+  for (int u = 0; u < kWays; ++u) {
+    const int rank_u = __shfl_sync(kFullMask, rank, u);
+    if ((eligible_ways >> u & 1u) != 0 && rank_u == lane) way_of_rank = u;
+  }
+
+  int64_t distinct = 0;  // distinct rows of the run before this window
+  for (int64_t window = start;; window += kWarp) {
+    const int64_t j = window + lane;
+    const int64_t row = j < count ? rows[j] : -1;
+    const bool in_run = j < count && SetOf(row, cache.num_sets) == set;
+    const unsigned run = __ballot_sync(kFullMask, in_run);  // lanes 0.. (entries are sorted)
+    if (run == 0) break;
+    const bool head = in_run && (j == start || rows[j - 1] != row);
+    const unsigned heads = __ballot_sync(kFullMask, head);
+    // The row's rank among the run's distinct rows (shared by its repeats).
+    const int64_t row_rank = distinct + __popc(heads & (LanesBelow() | (1u << lane))) - 1;
+    const bool inserted = in_run && row_rank < victims;
+    const int way = __shfl_sync(kFullMask, way_of_rank, inserted ? static_cast<int>(row_rank) : 0);
+    const int64_t slot = inserted ? set * kWays + way : kMiss;
+    const int64_t evicted = __shfl_sync(kFullMask, tag, way);  // the way's row before this pass
+    const bool fills = head && inserted;
+    const bool evicts = fills && evicted != kEmpty;
+    const int table = head ? TableOf(cache, row) : 0;
+    const int evicted_table = evicts ? TableOf(cache, evicted) : 0;
+    if (head && cache.policy == Policy::kLfu) cache.counts[row] += 1;
+    WarpCount(cache, head, table, kUnique);
+    WarpCount(cache, head, table, kUniqueMisses);
+    WarpCount(cache, head && !inserted, table, kConflictMisses);
+    WarpCount(cache, fills, table, kInserted);
+    WarpCount(cache, fills, table, kBytesToCache, fills ? RowBytes(cache, table) : 0);
+    WarpCount(cache, evicts, evicted_table, kEvicted);
+    WarpCount(cache, evicts, evicted_table, kBytesToHome,
+              evicts ? RowBytes(cache, evicted_table) : 0);
+    // Move the rows, one fill at a time with the whole warp: the evicted
+    // row home first, then the new row in (only its dim's elements).
+    for (unsigned todo = __ballot_sync(kFullMask, fills); todo != 0; todo &= todo - 1) {
+      const int i = __ffs(todo) - 1;
+      const int64_t to = __shfl_sync(kFullMask, slot, i);
+      const int64_t old_row = __shfl_sync(kFullMask, evicted, i);
+      const int old_table = __shfl_sync(kFullMask, evicted_table, i);
+      const int64_t new_row = __shfl_sync(kFullMask, row, i);
+      const int new_table = __shfl_sync(kFullMask, table, i);
+      if (old_row != kEmpty) {
+        WarpCopy(SlotRowAt(cache, to), HomeRowAt(cache, old_table, old_row),
+                 RowBytes(cache, old_table));
+        __syncwarp();  // the slot is read out before it is written
+      }
+      WarpCopy(HomeRowAt(cache, new_table, new_row), SlotRowAt(cache, to),
+               RowBytes(cache, new_table));
+    }
+    if (fills) {
+      cache.tags[slot] = row;
+      cache.timestamps[slot] = timestep;
+      cache.locks[slot] = 1;
+    }
+    WarpAppend(where.locked, where.num_locked, fills, static_cast<int32_t>(slot));
+    if (in_run) where.slot_of[begin + positions[j]] = static_cast<int32_t>(slot);
+    distinct += __popc(heads);
+    if (run != kFullMask) break;
+  }
+}
+
+// Warps take windows of 32 sorted misses and insert every set run that
+// starts in theirs (a run may go on past it).
+__global__ void __launch_bounds__(kBlockThreads, 2)
+    InsertKernel(const CacheArgs cache, const LocationArgs where, int64_t timestep, int64_t begin,
+                 const unsigned long long* misses, unsigned long long* next_misses,
+                 const Header* header, const int64_t* rows, const uint32_t* positions) {
+  if (header->fault_key != kNoFaultKey) return;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *next_misses = 0;
+  const auto count = static_cast<int64_t>(*misses);
+  const int64_t windows = (count + kWarp - 1) / kWarp;
+  const int64_t warps = int64_t{gridDim.x} * kBlockWarps;
+  for (int64_t w = int64_t{blockIdx.x} * kBlockWarps + threadIdx.x / kWarp; w < windows;
+       w += warps) {
+    const int64_t j = w * kWarp + Lane();
+    const int64_t set = j < count ? SetOf(rows[j], cache.num_sets) : -1;
+    const bool starts = j < count && (j == 0 || SetOf(rows[j - 1], cache.num_sets) != set);
+    for (unsigned heads = __ballot_sync(kFullMask, starts); heads != 0; heads &= heads - 1) {
+      const int h = __ffs(heads) - 1;
+      InsertRun(cache, where, timestep, begin, rows, positions, count, w * kWarp + h,
+                __shfl_sync(kFullMask, set, h));
+    }
+  }
+}
+
+}  // namespace
+
+int64_t PrefetchScratchBytes(int64_t chunk_indices) {
+  // A linear bound of Carve(chunk).bytes (24 bytes an index, the tile
+  // counts' 0.5 and their rounding within the rest), so that the bytes of
+  // one index estimate the bytes of any chunk (CachedTbe::PassesFor).
+  return 25 * std::max<int64_t>(chunk_indices, 0) + static_cast<int64_t>(sizeof(Header));
+}
+
+void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const LocationArgs& where,
+                  int64_t timestep, int passes, void* scratch, int64_t scratch_bytes,
+                  BatchFault* fault, int device, void* stream) {
+  const ScopedDevice on_device(device);
+  const cudaStream_t s = AsStream(stream);
+  const int64_t n = batch.num_indices;
+  const int64_t chunk = passes <= 1 ? n : (n + passes - 1) / passes;
+  if (chunk > std::numeric_limits<uint32_t>::max()) {
+    throw InvalidArgument(std::string("[") + kOp + "] " + std::to_string(chunk) +
+                          " indices a pass; a GPU prefetch takes at most 2^32 - 1 (use more "
+                          "passes)");
+  }
+  const Scratch sizes = Carve(nullptr, chunk);
+  if (scratch_bytes < sizes.bytes || reinterpret_cast<uintptr_t>(scratch) % 8 != 0) {
+    throw InvalidArgument(std::string("[") + kOp + "] scratch of " + std::to_string(scratch_bytes) +
+                          " bytes; " + std::to_string(sizes.bytes) + " (8-byte aligned) needed");
+  }
+  const Scratch sc = Carve(scratch, chunk);
+  CheckBatchCuda(cache, batch, &sc.header->fault_key, kOp, s);
+  BeginKernel<<<1, kBlockThreads, 0, s>>>(cache, batch, where, sc.header, fault);
+  CudaCheckLaunch("BeginKernel", kOp);
+
+  MissSort sort;
+  sort.fault_key = &sc.header->fault_key;
+  sort.capacity = chunk;
+  sort.num_sets = cache.num_sets;
+  sort.row_bits = BitsFor(cache.total_rows - 1);
+  sort.set_bits = BitsFor(cache.num_sets - 1);
+  for (int b = 0; b < 2; ++b) {
+    sort.rows[b] = sc.rows[b];
+    sort.positions[b] = sc.positions[b];
+  }
+  sort.tile_counts = sc.tile_counts;
+  int pass = 0;
+  for (int64_t begin = 0; begin < n; begin += std::max<int64_t>(chunk, 1), ++pass) {
+    const int64_t end = std::min(n, begin + chunk);
+    unsigned long long* misses = &sc.header->misses[pass % 2];
+    ProbeKernel<<<GridFor(end - begin, kBlockThreads, std::numeric_limits<int32_t>::max()),
+                  kBlockThreads, 0, s>>>(cache, batch, where, timestep, begin, end, misses,
+                                         sc.header, sc.rows[0], sc.positions[0]);
+    CudaCheckLaunch("ProbeKernel", kOp);
+    sort.count = misses;
+    const int sorted = SortMissesCuda(sort, kOp, s);
+    InsertKernel<<<GridFor(end - begin, kBlockThreads, 4096), kBlockThreads, 0, s>>>(
+        cache, where, timestep, begin, misses, &sc.header->misses[(pass + 1) % 2], sc.header,
+        sc.rows[sorted], sc.positions[sorted]);
+    CudaCheckLaunch("InsertKernel", kOp);
+  }
+}
+
+}  // namespace ember::cache::internal

@@ -1,0 +1,81 @@
+// What the GPU cases share (gpu_run.h): the step loop and the forward
+// check. No CUDA calls here: everything goes through the engine.
+
+#include "tools/bench/cache/gpu_run.h"
+
+#include <exception>
+
+#include "absl/strings/str_format.h"
+#include "engine/error.h"
+
+namespace ember::bench::cache_bench {
+namespace {
+
+cache::CacheCounts Minus(const cache::CacheCounts& after, const cache::CacheCounts& before) {
+  cache::CacheCounts d;
+  d.requested = after.requested - before.requested;
+  d.unique = after.unique - before.unique;
+  d.unique_misses = after.unique_misses - before.unique_misses;
+  d.inserted = after.inserted - before.inserted;
+  d.evicted = after.evicted - before.evicted;
+  d.conflict_misses = after.conflict_misses - before.conflict_misses;
+  d.bytes_to_cache = after.bytes_to_cache - before.bytes_to_cache;
+  d.bytes_to_home = after.bytes_to_home - before.bytes_to_home;
+  return d;
+}
+
+}  // namespace
+
+double MillisSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+StepTotals StepLoop(cache::CachedTbe& tbe, const std::vector<BatchTensors>& batches, int first,
+                    int steps, cache::CacheLocations& locations, storage::Tensor* out) {
+  StepTotals totals;
+  const cache::CacheCounts before = tbe.TotalStats().all;
+  const ops::TbeOptions fast = FastForward();
+  for (int i = 0; i < steps; ++i) {
+    const ops::TbeBatch batch = batches[(first + i) % batches.size()].view();
+    auto start = Clock::now();
+    tbe.Prefetch(batch, locations);
+    locations.tensor().WaitToRead();
+    totals.prefetch_ms += MillisSince(start);
+    if (out != nullptr) {
+      start = Clock::now();
+      tbe.Forward(batch, locations, *out, fast);
+      out->WaitToRead();
+      totals.forward_ms += MillisSince(start);
+    }
+    tbe.Relookup(batch, locations);
+    locations.tensor().WaitToRead();
+  }
+  totals.steps = steps;
+  totals.counts = Minus(tbe.TotalStats().all, before);
+  return totals;
+}
+
+ForwardCheck CheckCachedForward(cache::CachedTbe& tbe, const ops::TbeBatch& batch,
+                                const cache::CacheLocations& locations, storage::Tensor& out) {
+  try {
+    tbe.Forward(batch, locations, out, FastForward());
+    out.WaitToRead();
+  } catch (const Unavailable& e) {
+    return {e.what()};
+  } catch (const UsageError& e) {
+    return {e.what()};
+  } catch (const std::exception& e) {
+    return {e.what(), /*failed=*/true};
+  }
+  return {};
+}
+
+ops::TbeOptions FastForward() {
+  ops::TbeOptions options;
+  options.validate = false;
+  return options;
+}
+
+std::string Gib(double bytes) { return absl::StrFormat("%.1f GiB", bytes / double(1 << 30)); }
+
+}  // namespace ember::bench::cache_bench
