@@ -4,13 +4,15 @@
 //   ENGINE_TYPE=ThreadedEngine ember-stress --ops 1000000 --push_threads 2
 //
 // Exits 0 when the engine's result equals the serial one, 1 when it does not,
-// 2 on a usage or engine error.
+// 2 on a usage or engine error. Every flag, EMBER_LOG_LEVEL, ENGINE_TYPE and
+// ENGINE_PROFILE are checked before any work starts.
 
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,7 +22,9 @@
 #include <absl/flags/usage.h>
 
 #include "engine/engine.h"
+#include "engine/error.h"
 #include "engine/testing/random_workload.h"
+#include "tools/train/tool_checks.h"
 
 ABSL_FLAG(int64_t, ops, 1000000, "number of ops to push");
 ABSL_FLAG(int, vars, 100, "number of written vars");
@@ -41,6 +45,28 @@ struct StressOptions {
   WorkloadSpec spec;
   RunOptions run;
 };
+
+// Throws InvalidArgument "--flag=value ..." unless lo <= value <= hi.
+template <typename T>
+void CheckRange(const char* flag, T value, T lo, T hi) {
+  if (value >= lo && value <= hi) return;
+  throw ember::InvalidArgument("--" + std::string(flag) + "=" + std::to_string(value) +
+                               " is out of range [" + std::to_string(lo) + ", " +
+                               std::to_string(hi) + "]");
+}
+
+// Every flag checked before any work (a negative count used to reach the
+// workload as a huge size: "vector::_M_default_append").
+void CheckFlags() {
+  CheckRange<int64_t>("ops", absl::GetFlag(FLAGS_ops), 1, std::numeric_limits<int>::max());
+  CheckRange("vars", absl::GetFlag(FLAGS_vars), 1, 1 << 24);
+  CheckRange("const_vars", absl::GetFlag(FLAGS_const_vars), 0, 1 << 24);
+  // Each pushing thread owns a partition of the vars: at least one each.
+  CheckRange("push_threads", absl::GetFlag(FLAGS_push_threads), 1,
+             std::min(1024, absl::GetFlag(FLAGS_vars)));
+  CheckRange("sleep_probability", absl::GetFlag(FLAGS_sleep_probability), 0.0, 1.0);
+  CheckRange("max_sleep_us", absl::GetFlag(FLAGS_max_sleep_us), 0, 1000000);
+}
 
 StressOptions OptionsFromFlags() {
   StressOptions options;
@@ -119,8 +145,17 @@ int main(int argc, char** argv) {
       "Runs a random workload on the engine chosen by ENGINE_TYPE and checks it against a "
       "serial run.");
   absl::ParseCommandLine(argc, argv);
+  StressOptions options;
   try {
-    return Run(OptionsFromFlags());
+    ember::tools::CheckEnvironment();
+    CheckFlags();
+    options = OptionsFromFlags();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ember-stress: %s\n", e.what());
+    return 2;
+  }
+  try {
+    return Run(options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ember-stress: %s\n", e.what());
     return 2;

@@ -53,7 +53,7 @@ tsan_dir=${EMBER_TSAN_BUILD_DIR:-build-tsan}
 asan_dir=${EMBER_ASAN_BUILD_DIR:-build-asan}
 # What the sanitizer builds run: the library's tests, not the long stress
 # runs, nor the examples (the default stage runs those under every engine).
-sanitized_labels='engine|storage|ops'
+sanitized_labels='engine|storage|ops|cache|train'
 sanitized_skip='stress|example'
 
 
@@ -119,7 +119,7 @@ stage_tsan() {
     -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_CXX_FLAGS="-fsanitize=thread -g -O1 -Werror=thread-safety" \
-    -DEMBER_BUILD_TOOLS=OFF -DEMBER_CUDA=OFF
+    -DEMBER_BUILD_BENCHES=OFF -DEMBER_CUDA=OFF
   cmake --build "$tsan_dir" -j "$jobs"
   ctest --test-dir "$tsan_dir" -L "$sanitized_labels" -LE "$sanitized_skip" "${ctest_args[@]}"
 }
@@ -140,7 +140,7 @@ stage_asan() {
     -DCMAKE_CXX_COMPILER=g++ \
     -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1" \
-    -DEMBER_BUILD_TOOLS=OFF -DEMBER_CUDA=OFF
+    -DEMBER_BUILD_BENCHES=OFF -DEMBER_CUDA=OFF
   cmake --build "$asan_dir" -j "$jobs"
   ctest --test-dir "$asan_dir" -L "$sanitized_labels" -LE "$sanitized_skip" "${ctest_args[@]}"
 }

@@ -1,0 +1,196 @@
+// Loader: every batch arrives, in order, the short last one included, then
+// the end (no hang); a source's error arrives at Pop after the batches
+// before it; stopping never hangs, with the queue full or a consumer
+// waiting; the memory kind follows the machine.
+
+#include "tools/train/data/loader.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/base/device.h"
+#include "engine/engine.h"
+#include "engine/error.h"
+#include "storage/memory.h"
+#include "tests/train/criteo_test_lines.h"
+#include "tests/train/data_test_util.h"
+#include "tools/train/data/criteo_text_source.h"
+#include "tools/train/data/synthetic_source.h"
+
+namespace ember::train {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::ExpectThrowWith;
+
+SyntheticOptions Small(int64_t num_examples) {
+  SyntheticOptions o;
+  o.batch_size = 64;
+  o.num_examples = num_examples;
+  o.rows = {1000, 100, 10};
+  return o;
+}
+
+// A source that counts its batches and can be slowed down, around a
+// synthetic one.
+class CountingSource final : public BatchSource {
+ public:
+  CountingSource(const SyntheticOptions& options, milliseconds delay)
+      : BatchSource(options.batch_size), inner_(options), delay_(delay) {}
+  const DataSpec& spec() const override { return inner_.spec(); }
+  int64_t position() const override { return inner_.position(); }
+  std::optional<int64_t> size() const override { return inner_.size(); }
+  std::optional<HostBatch> Next(const BatchMemory& memory) override {
+    std::this_thread::sleep_for(delay_);
+    ++made_;
+    return inner_.Next(memory);
+  }
+  void Seek(int64_t example) override { inner_.Seek(example); }
+  [[nodiscard]] int made() const { return made_.load(); }
+
+ private:
+  SyntheticSource inner_;
+  milliseconds delay_;
+  std::atomic<int> made_{0};
+};
+
+class LoaderTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<engine::Engine> engine_ = testing::MakeEngine();
+  BatchMemory memory_{.engine = engine_.get(), .kind = storage::MemoryKind::kCpu};
+};
+
+TEST_F(LoaderTest, EveryBatchArrivesInOrderThenTheEnd) {
+  SyntheticSource direct(Small(1000));
+  const auto expected = testing::ReadAll(direct, memory_);
+  ASSERT_EQ(expected.size(), 16u);
+  Loader loader(*engine_, std::make_unique<SyntheticSource>(Small(1000)), {.depth = 3});
+  for (size_t i = 0; i < expected.size(); ++i) {
+    std::optional<HostBatch> batch = loader.Pop();
+    ASSERT_TRUE(batch.has_value()) << "batch " << i;
+    EXPECT_EQ(batch->position, expected[i].position);
+    EXPECT_EQ(batch->batch_size, expected[i].batch_size);
+    EXPECT_EQ(testing::Bytes(*batch), testing::Bytes(expected[i])) << "batch " << i;
+  }
+  EXPECT_EQ(expected.back().batch_size, 1000 - 15 * 64);
+  EXPECT_FALSE(loader.Pop().has_value());
+  EXPECT_FALSE(loader.Pop().has_value());
+}
+
+TEST_F(LoaderTest, ASlowConsumerLosesNothing) {
+  Loader loader(*engine_, std::make_unique<SyntheticSource>(Small(500)), {.depth = 1});
+  int64_t position = 0;
+  while (auto batch = loader.Pop()) {
+    std::this_thread::sleep_for(milliseconds(2));
+    EXPECT_EQ(batch->position, std::min<int64_t>(position + 64, 500));
+    position = batch->position;
+  }
+  EXPECT_EQ(position, 500);
+}
+
+TEST_F(LoaderTest, ASourceErrorArrivesAtPopAfterTheBatchesBeforeIt) {
+  const std::string path = testing::WriteTempFile(
+      "bad.tsv", testing::GoodLines(0, 6) + "1\t2\tzz\n" + testing::GoodLines(6, 4));
+  Loader loader(*engine_,
+                std::make_unique<CriteoTextSource>(
+                    CriteoTextOptions{.batch_size = 2, .paths = {path}, .rows = testing::Rows()}),
+                {.depth = 2});
+  for (int64_t position : {2, 4, 6}) {
+    std::optional<HostBatch> batch = loader.Pop();
+    ASSERT_TRUE(batch.has_value());
+    EXPECT_EQ(batch->position, position);
+  }
+  // Again at every later Pop: the error is not mistaken for the end.
+  for (int i = 0; i < 2; ++i) {
+    ExpectThrowWith<InvalidArgument>([&] { (void)loader.Pop(); },
+                                     {"[CriteoTextSource] ", "bad.tsv:7: has 3 fields"});
+  }
+}
+
+TEST_F(LoaderTest, DestroyingItWithAFullQueueDoesNotHang) {
+  auto source = std::make_unique<CountingSource>(Small(kEndless), milliseconds(0));
+  CountingSource* counting = source.get();
+  auto loader = std::make_unique<Loader>(*engine_, std::move(source), LoaderOptions{.depth = 2});
+  ASSERT_TRUE(loader->Pop().has_value());
+  // Wait until the thread has filled the queue again and sits on it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (counting->made() < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_EQ(counting->made(), 3);  // 1 popped + a queue of 2: the thread waits
+  loader.reset();                  // the test's deadline catches a hang
+}
+
+TEST_F(LoaderTest, StopWakesAWaitingConsumer) {
+  Loader loader(*engine_, std::make_unique<CountingSource>(Small(kEndless), milliseconds(200)),
+                {.depth = 2});
+  std::optional<HostBatch> got;
+  std::atomic<bool> returned{false};
+  std::thread consumer([&] {
+    // The first batch takes 200 ms; the Pop after it waits again.
+    got = loader.Pop();
+    got = loader.Pop();
+    returned = true;
+  });
+  std::this_thread::sleep_for(milliseconds(250));
+  loader.Stop();
+  consumer.join();
+  EXPECT_TRUE(returned);
+  EXPECT_FALSE(loader.Pop().has_value());
+  loader.Stop();  // idempotent
+}
+
+TEST_F(LoaderTest, TheSourceComesBackForTheNextEpoch) {
+  Loader first(*engine_, std::make_unique<SyntheticSource>(Small(200)));
+  std::vector<std::vector<uint8_t>> epoch1;
+  while (auto batch = first.Pop()) epoch1.push_back(testing::Bytes(*batch));
+  std::unique_ptr<BatchSource> source = first.TakeSource();
+  ASSERT_NE(source, nullptr);
+  EXPECT_EQ(source->position(), 200);
+  EXPECT_EQ(first.TakeSource(), nullptr);
+  source->Seek(0);
+  Loader second(*engine_, std::move(source));
+  std::vector<std::vector<uint8_t>> epoch2;
+  while (auto batch = second.Pop()) epoch2.push_back(testing::Bytes(*batch));
+  EXPECT_EQ(epoch1, epoch2);
+}
+
+TEST_F(LoaderTest, MemoryIsPinnedOnlyWithAGpu) {
+  Loader loader(*engine_, std::make_unique<SyntheticSource>(Small(64)));
+  const storage::MemoryKind expected =
+      GpuCount() > 0 ? storage::MemoryKind::kPinned : storage::MemoryKind::kCpu;
+  EXPECT_EQ(loader.kind(), expected);
+  std::optional<HostBatch> batch = loader.Pop();
+  ASSERT_TRUE(batch.has_value());
+  for (const storage::Tensor* t :
+       {&batch->dense, &batch->indices, &batch->offsets, &batch->labels}) {
+    EXPECT_EQ(t->kind(), expected);
+    EXPECT_EQ(t->ctx(), engine::Context::CPU());
+  }
+  EXPECT_EQ(loader.depth(), 4);
+}
+
+TEST_F(LoaderTest, RefusesBadOptions) {
+  ExpectThrowWith<InvalidArgument>([&] { Loader l(*engine_, nullptr); }, {"[Loader]", "no source"});
+  ExpectThrowWith<InvalidArgument>(
+      [&] { Loader l(*engine_, std::make_unique<SyntheticSource>(Small(64)), {.depth = 0}); },
+      {"[Loader]", "depth 0"});
+  ExpectThrowWith<InvalidArgument>(
+      [&] {
+        Loader l(*engine_, std::make_unique<SyntheticSource>(Small(64)),
+                 {.kind = storage::MemoryKind::kDevice});
+      },
+      {"[Loader]", "not a host kind"});
+}
+
+}  // namespace
+}  // namespace ember::train

@@ -1,0 +1,449 @@
+// ember-train: trains the DLRM-style model of the training runtime
+// (tools/train/, library ember::train) on the engine chosen by ENGINE_TYPE,
+// on the GPU when there is one, and prints its summary.
+//
+//   ember-train                                   # the embedded default
+//   ember-train --schedule=fused --steps=2000 --eval_every=500
+//   ember-train --compare --steps=300 --json=compare.json
+//   ember-train --checkpoint_dir=ckpt --checkpoint_every=1000   # then --resume
+//
+// Flags are parsed into the library's option structs; every input is
+// checked before any work starts (docs/train.md lists the checks). Sizes
+// left unset come from a preset: a GPU-sized run when the device is a GPU,
+// a CPU size that finishes in about a minute otherwise.
+//
+// Exit status: 0 when the run completed (or was stopped by Ctrl-C, which
+// finishes the step in flight, checkpoints if asked and prints the
+// summary); 1 when a step failed; 2 for bad input.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <absl/flags/flag.h>
+#include <absl/flags/parse.h>
+#include <absl/flags/usage.h>
+#include <fmt/format.h>
+
+#include "engine/base/device.h"
+#include "engine/engine.h"
+#include "engine/error.h"
+#include "tools/train/checkpoint.h"
+#include "tools/train/data_choice.h"
+#include "tools/train/report.h"
+#include "tools/train/runs.h"
+#include "tools/train/tool_checks.h"
+
+ABSL_FLAG(std::string, device, "auto",
+          "auto (gpu:0 when there is a GPU, else cpu), cpu, gpu or gpu:N");
+ABSL_FLAG(int64_t, tables, 8, "embedding tables (CPU preset 8, GPU preset 26)");
+ABSL_FLAG(std::string, rows, "100000",
+          "rows per table: one count for every table, or a comma-separated count per table "
+          "(CPU preset 100000, GPU preset 1000000)");
+ABSL_FLAG(int64_t, dim, 16, "embedding dimension of every table (CPU preset 16, GPU preset 64)");
+ABSL_FLAG(int64_t, dense, 13, "dense features per example");
+ABSL_FLAG(std::string, bottom_mlp, "64,32",
+          "hidden widths of the bottom MLP (its last layer has --dim)");
+ABSL_FLAG(std::string, top_mlp, "64,32", "hidden widths of the top MLP (its last layer has 1)");
+ABSL_FLAG(int64_t, batch, 1024, "examples per batch (CPU preset 1024, GPU preset 8192)");
+ABSL_FLAG(double, pooling, 2.0, "synthetic data: mean indices per bag (at most twice as many)");
+ABSL_FLAG(std::string, pooling_mode, "sum", "how a bag's rows combine: sum or mean");
+ABSL_FLAG(double, load_factor, 0.2, "rows the cache holds, as a fraction of all rows");
+ABSL_FLAG(int64_t, cache_bytes, 0, "a byte budget for the cache instead of --load_factor");
+ABSL_FLAG(int, prefetch_passes, 1, "multi-pass prefetch: passes over each batch's indices");
+ABSL_FLAG(std::string, policy, "lru", "cache replacement: lru or lfu");
+ABSL_FLAG(std::string, dtype, "f32", "the tables' element type: f32, f16 or bf16");
+ABSL_FLAG(std::string, optimizer, "adagrad",
+          "sgd, adagrad (row-wise for the tables) or adam, for dense and embeddings alike");
+ABSL_FLAG(double, lr, 0.05, "learning rate of the dense parameters");
+ABSL_FLAG(double, embedding_lr, 0.0, "learning rate of the tables (0: --lr)");
+ABSL_FLAG(int64_t, steps, 2500,
+          "training steps (CPU preset 2500, GPU preset 3000); 0: until the data ends");
+ABSL_FLAG(std::string, schedule, "prefetch",
+          "push order of a step: baseline, prefetch, fused or semisync");
+ABSL_FLAG(uint64_t, seed, 1, "seed of the initial weights and of the synthetic data");
+ABSL_FLAG(std::string, data, "synthetic",
+          "training data: synthetic, criteo:PATH[,PATH...] or criteo-bin:PATH[,PATH...]");
+ABSL_FLAG(
+    std::string, eval_data, "",
+    "held-out data, as --data (default: synthetic data's own held-out stream; none for Criteo)");
+ABSL_FLAG(int64_t, examples, 0, "synthetic training examples (0: no end; --steps ends the run)");
+ABSL_FLAG(int64_t, eval_examples, 0, "synthetic held-out examples (0: 8 batches)");
+ABSL_FLAG(int64_t, eval_every, 0,
+          "evaluate on the held-out data every so many steps (0: at the end only)");
+ABSL_FLAG(int64_t, eval_batches, 0, "batches per evaluation (0: all of the held-out data)");
+ABSL_FLAG(int64_t, log_every, 0, "a progress line every so many steps (0: ten in the run)");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "directory of the checkpoint (written at the end and every --checkpoint_every steps)");
+ABSL_FLAG(int64_t, checkpoint_every, 0, "checkpoint every so many steps (0: at the end only)");
+ABSL_FLAG(bool, resume, false, "continue from the checkpoint in --checkpoint_dir");
+ABSL_FLAG(std::string, trace, "",
+          "write the engine's Chrome trace of a short run here (--trace_warmup + --trace_steps "
+          "steps after the main run, on an engine of its own)");
+ABSL_FLAG(int64_t, trace_steps, 10, "steps the trace analysis reads (--trace, --compare)");
+ABSL_FLAG(int64_t, trace_warmup, 10, "steps the traced run makes first, left out of its analysis");
+ABSL_FLAG(bool, compare, false,
+          "run every schedule on the same data and print them side by side, with each one's "
+          "bound and overlapped stages from its trace");
+ABSL_FLAG(std::string, json, "", "write the summary (and comparison) as JSON here");
+ABSL_FLAG(bool, deterministic, true, "ask for run-to-run identical embedding backward passes");
+ABSL_FLAG(int, pipeline_depth, 3, "batches in flight");
+
+namespace {
+
+namespace fs = std::filesystem;
+using ember::InvalidArgument;
+using namespace ember::train;  // NOLINT: the tool is a thin layer over the runtime
+
+// Ctrl-C: finish the step in flight, then stop; a second one kills.
+std::atomic<bool> g_stop{false};
+extern "C" void OnInterrupt(int) { g_stop.store(true); }
+
+void InstallInterruptHandler() {
+  struct sigaction action = {};
+  action.sa_handler = OnInterrupt;
+  action.sa_flags = SA_RESETHAND;  // the second signal takes the default action
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+// The flags named on the command line (this Abseil keeps its own record
+// private): "--name", "--name=value", "-name", "--noname".
+std::set<std::string, std::less<>> g_given;
+
+void NoteGivenFlags(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
+    const std::string_view name = arg.substr(0, arg.find('='));
+    g_given.emplace(name);
+    if (name.rfind("no", 0) == 0) g_given.emplace(name.substr(2));
+  }
+}
+
+bool Given(std::string_view name) { return g_given.count(name) > 0; }
+
+template <typename T>
+T Preset(const absl::Flag<T>& flag, std::string_view name, bool gpu, T gpu_value) {
+  return gpu && !Given(name) ? gpu_value : absl::GetFlag(flag);
+}
+
+[[noreturn]] void Bad(const std::string& what) { throw InvalidArgument(what); }
+
+void CheckRange(std::string_view flag, double value, double lo, double hi) {
+  if (!(value >= lo && value <= hi)) {
+    Bad(fmt::format("--{}={} is out of range [{}, {}]", flag, value, lo, hi));
+  }
+}
+
+std::vector<int64_t> ParseList(std::string_view flag, std::string_view text) {
+  std::vector<int64_t> values;
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string part(rest.substr(0, comma));
+    char* end = nullptr;
+    errno = 0;
+    const long long value = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end != 0 || errno != 0) {
+      Bad(fmt::format("--{}='{}': '{}' is not a count", flag, text, part));
+    }
+    values.push_back(value);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return values;
+}
+
+ember::engine::Context ParseDevice(const std::string& text) {
+  const int gpus = ember::GpuCount();
+  if (text == "cpu") return ember::engine::Context::CPU();
+  if (text == "auto")
+    return gpus > 0 ? ember::engine::Context::GPU(0) : ember::engine::Context::CPU();
+  int id = 0;
+  if (text == "gpu" || text == "cuda") {
+    id = 0;
+  } else if (text.rfind("gpu:", 0) == 0 || text.rfind("cuda:", 0) == 0) {
+    const std::string number = text.substr(text.find(':') + 1);
+    char* end = nullptr;
+    id = static_cast<int>(std::strtol(number.c_str(), &end, 10));
+    if (number.empty() || *end != 0 || id < 0) {
+      Bad(fmt::format("--device='{}' is not a device; valid: auto, cpu, gpu, gpu:N", text));
+    }
+  } else {
+    Bad(fmt::format("--device='{}' is not a device; valid: auto, cpu, gpu, gpu:N", text));
+  }
+  if (id >= gpus) {
+    Bad(fmt::format("--device={}: no such GPU; this machine has {} GPU(s){}", text, gpus,
+                    gpus == 0 ? " (use --device=cpu)" : ""));
+  }
+  return ember::engine::Context::GPU(id);
+}
+
+ember::storage::DType ParseDType(const std::string& text) {
+  if (text == "f32") return ember::storage::DType::kF32;
+  if (text == "f16") return ember::storage::DType::kF16;
+  if (text == "bf16") return ember::storage::DType::kBF16;
+  Bad(fmt::format("--dtype='{}' is not f32, f16 or bf16", text));
+}
+
+int64_t PhysicalMemoryBytes() {
+  return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
+         static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
+
+struct Command {
+  TrainOptions train;
+  DataOptions data;
+  ember::engine::EngineOptions engine;
+  std::string trace;
+  int64_t trace_steps = 0;
+  int64_t trace_warmup = 0;
+  bool compare = false;
+  std::string json;
+};
+
+// Flags -> options, every value checked (docs/train.md, "Bad input").
+Command FromFlags() {
+  ember::tools::CheckEnvironment();
+  Command c;
+  c.engine = ember::engine::EngineOptions::FromEnv();
+  TrainOptions& t = c.train;
+  t.placement.ctx = ParseDevice(absl::GetFlag(FLAGS_device));
+  const bool gpu = t.placement.ctx.is_gpu();
+
+  ModelConfig& m = t.model;
+  const int64_t tables = Preset(FLAGS_tables, "tables", gpu, int64_t{26});
+  CheckRange("tables", static_cast<double>(tables), 1, 1024);
+  m.table_rows = ParseList("rows", Preset(FLAGS_rows, "rows", gpu, std::string("1000000")));
+  if (m.table_rows.size() == 1) {
+    m.table_rows.assign(static_cast<std::size_t>(tables), m.table_rows[0]);
+  } else if (Given("tables") && static_cast<int64_t>(m.table_rows.size()) != tables) {
+    Bad(fmt::format("--rows lists {} tables but --tables={}", m.table_rows.size(), tables));
+  }
+  for (int64_t rows : m.table_rows) CheckRange("rows", static_cast<double>(rows), 1, 1ll << 40);
+  m.embedding_dim = Preset(FLAGS_dim, "dim", gpu, int64_t{64});
+  CheckRange("dim", static_cast<double>(m.embedding_dim), 1, 1024);
+  m.num_dense = absl::GetFlag(FLAGS_dense);
+  CheckRange("dense", static_cast<double>(m.num_dense), 1, 1 << 20);
+  m.bottom_mlp =
+      ParseList("bottom_mlp", Preset(FLAGS_bottom_mlp, "bottom_mlp", gpu, std::string("512,256")));
+  m.top_mlp =
+      ParseList("top_mlp", Preset(FLAGS_top_mlp, "top_mlp", gpu, std::string("1024,512,256")));
+  const std::string pooling_mode = absl::GetFlag(FLAGS_pooling_mode);
+  if (pooling_mode != "sum" && pooling_mode != "mean") {
+    Bad(fmt::format("--pooling_mode='{}' is not sum or mean", pooling_mode));
+  }
+  m.pooling = pooling_mode == "mean" ? ember::ops::Pooling::kMean : ember::ops::Pooling::kSum;
+  m.embedding_dtype = ParseDType(absl::GetFlag(FLAGS_dtype));
+  m.optimizer.kind = ParseOptimizer(absl::GetFlag(FLAGS_optimizer));
+  const double lr = absl::GetFlag(FLAGS_lr);
+  const double embedding_lr = Given("embedding_lr") ? absl::GetFlag(FLAGS_embedding_lr) : lr;
+  CheckRange("lr", lr, 1e-12, 1e3);
+  CheckRange("embedding_lr", embedding_lr, 1e-12, 1e3);
+  m.optimizer.dense_lr = static_cast<float>(lr);
+  m.optimizer.embedding_lr = static_cast<float>(embedding_lr);
+  m.seed = absl::GetFlag(FLAGS_seed);
+  m.Validate();
+
+  // The cache.
+  ember::cache::CacheOptions& cache = t.placement.cache;
+  cache.load_factor = absl::GetFlag(FLAGS_load_factor);
+  CheckRange("load_factor", cache.load_factor, 1e-9, 1.0);
+  cache.cache_bytes = absl::GetFlag(FLAGS_cache_bytes);
+  const int64_t element = m.embedding_dtype == ember::storage::DType::kF32 ? 4 : 2;
+  const int64_t set_bytes = 32 * (m.embedding_dim * element + 20);  // ways x (row + state)
+  if (cache.cache_bytes < 0 || (cache.cache_bytes > 0 && cache.cache_bytes < set_bytes)) {
+    Bad(
+        fmt::format("--cache_bytes={} is smaller than one cache set: 32 ways of a {}-byte row and "
+                    "20 bytes of state need {} bytes",
+                    cache.cache_bytes, m.embedding_dim * element, set_bytes));
+  }
+  cache.prefetch_passes = absl::GetFlag(FLAGS_prefetch_passes);
+  CheckRange("prefetch_passes", cache.prefetch_passes, 1, 1024);
+  const std::string policy = absl::GetFlag(FLAGS_policy);
+  if (policy != "lru" && policy != "lfu")
+    Bad(fmt::format("--policy='{}' is not lru or lfu", policy));
+  cache.policy =
+      policy == "lfu" ? ember::cache::CachePolicy::kLfu : ember::cache::CachePolicy::kLru;
+  t.placement.deterministic = absl::GetFlag(FLAGS_deterministic);
+
+  // The rows live in host-reachable memory, with their optimizer state.
+  const ember::ops::TbeTables tbe = m.tables();
+  const int64_t state = m.optimizer.kind == Optimizer::kAdam      ? 8 * tbe.total_elements()
+                        : m.optimizer.kind == Optimizer::kAdagrad ? 4 * tbe.total_rows()
+                                                                  : 0;
+  const int64_t home = tbe.total_elements() * element + state;
+  if (home > PhysicalMemoryBytes()) {
+    Bad(
+        fmt::format("the tables need {:.1f} GiB of host-reachable memory (rows and optimizer "
+                    "state); this machine has {:.1f} GiB",
+                    home / 1073741824.0, PhysicalMemoryBytes() / 1073741824.0));
+  }
+
+  // The run.
+  t.schedule = ParseSchedule(absl::GetFlag(FLAGS_schedule));
+  t.steps = Preset(FLAGS_steps, "steps", gpu, int64_t{3000});
+  CheckRange("steps", static_cast<double>(t.steps), 0, 1ll << 40);
+  t.eval_every = absl::GetFlag(FLAGS_eval_every);
+  CheckRange("eval_every", static_cast<double>(t.eval_every), 0, 1ll << 40);
+  t.eval_batches = absl::GetFlag(FLAGS_eval_batches);
+  CheckRange("eval_batches", static_cast<double>(t.eval_batches), 0, 1ll << 40);
+  t.log_every = absl::GetFlag(FLAGS_log_every);
+  CheckRange("log_every", static_cast<double>(t.log_every), 0, 1ll << 40);
+  if (t.log_every == 0) t.log_every = std::max<int64_t>(1, t.steps / 10);
+  t.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
+  CheckRange("pipeline_depth", t.pipeline_depth, 2, 64);
+  t.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  t.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  CheckRange("checkpoint_every", static_cast<double>(t.checkpoint_every), 0, 1ll << 40);
+  t.resume = absl::GetFlag(FLAGS_resume);
+  if ((t.checkpoint_every > 0 || t.resume) && t.checkpoint_dir.empty()) {
+    Bad("--checkpoint_every and --resume need --checkpoint_dir");
+  }
+  ember::tools::CheckWritableDir("--checkpoint_dir", t.checkpoint_dir);
+  if (t.resume && !fs::exists(CheckpointPath(t.checkpoint_dir))) {
+    Bad(fmt::format("--resume: there is no checkpoint in '{}' (no {})", t.checkpoint_dir,
+                    kCheckpointFileName));
+  }
+
+  // The data.
+  DataOptions& d = c.data;
+  d.train = ParseDataChoice("--data", absl::GetFlag(FLAGS_data));
+  if (const std::string eval = absl::GetFlag(FLAGS_eval_data); !eval.empty()) {
+    d.held_out = ParseDataChoice("--eval_data", eval);
+  }
+  d.batch_size = Preset(FLAGS_batch, "batch", gpu, int64_t{8192});
+  CheckRange("batch", static_cast<double>(d.batch_size), 1, 1 << 24);
+  d.seed = absl::GetFlag(FLAGS_seed);
+  d.examples = absl::GetFlag(FLAGS_examples);
+  CheckRange("examples", static_cast<double>(d.examples), 0, 1ll << 50);
+  d.eval_examples = absl::GetFlag(FLAGS_eval_examples);
+  CheckRange("eval_examples", static_cast<double>(d.eval_examples), 0, 1ll << 40);
+  d.pooling = absl::GetFlag(FLAGS_pooling);
+  CheckRange("pooling", d.pooling, 1, 65536);
+
+  // The outputs.
+  c.trace = absl::GetFlag(FLAGS_trace);
+  c.trace_steps = absl::GetFlag(FLAGS_trace_steps);
+  CheckRange("trace_steps", static_cast<double>(c.trace_steps), 1, 100000);
+  c.trace_warmup = absl::GetFlag(FLAGS_trace_warmup);
+  CheckRange("trace_warmup", static_cast<double>(c.trace_warmup), 0, 100000);
+  ember::tools::CheckWritableFile("--trace", c.trace);
+  c.json = absl::GetFlag(FLAGS_json);
+  ember::tools::CheckWritableFile("--json", c.json);
+  c.compare = absl::GetFlag(FLAGS_compare);
+  if (c.compare && (t.resume || !t.checkpoint_dir.empty())) {
+    Bad("--compare runs every schedule from the start: it takes no --checkpoint_dir or --resume");
+  }
+  if (c.compare && t.steps == 0 && d.train.kind == DataChoice::Kind::kSynthetic &&
+      d.examples == 0) {
+    Bad("--compare needs an end: --steps or --examples");
+  }
+  t.Validate();
+  return c;
+}
+
+// Where --compare puts each schedule's trace: beside --trace, else in the
+// temp directory.
+fs::path TraceDir(const std::string& trace) {
+  if (trace.empty()) return fs::temp_directory_path();
+  const fs::path parent = fs::path(trace).parent_path();
+  return parent.empty() ? fs::path(".") : parent;
+}
+
+void WriteJson(const std::string& path, const Json& json) {
+  if (path.empty()) return;
+  std::ofstream out(path);
+  out << json.Dump(2) << "\n";
+  if (!out) throw ember::Error(fmt::format("--json '{}': the write failed", path));
+}
+
+int Run(const Command& c) {
+  const DataFactory data = MakeDataFactory(c.data, c.train.model);
+  RunHooks hooks;
+  hooks.stop = &g_stop;
+  hooks.on_progress = [](const Progress& p) {
+    std::printf("%s\n", FormatProgress(p).c_str());
+    std::fflush(stdout);
+  };
+  hooks.on_eval = [](const EvalResult& r) {
+    std::printf("%s\n", FormatEval(r).c_str());
+    std::fflush(stdout);
+  };
+  hooks.on_checkpoint = [](const std::string& path, int64_t step) {
+    std::printf("checkpoint after step %lld: %s\n", static_cast<long long>(step), path.c_str());
+    std::fflush(stdout);
+  };
+  std::printf("ember-train: %s\n", c.train.model.Describe().c_str());
+  Json json = Json::MakeObject();
+  Json runs = Json::MakeArray();
+  if (c.compare) {
+    const CompareOptions compare{c.train, c.engine, c.trace_steps, c.trace_warmup,
+                                 TraceDir(c.trace)};
+    const std::vector<RunReport> reports =
+        CompareSchedules(compare, data, hooks, [](const RunReport& r) {
+          std::printf("%s\n", FormatSummary(r).c_str());
+          std::fflush(stdout);
+        });
+    std::printf("%s", FormatComparison(reports).c_str());
+    for (const RunReport& r : reports) runs.Push(ToJson(r));
+    json.Set("comparison", std::move(runs));
+  } else {
+    RunReport report;
+    {
+      std::unique_ptr<ember::engine::Engine> engine = ember::engine::CreateEngine(c.engine);
+      std::printf("engine %s on %s, %s schedule\n", std::string(engine->name()).c_str(),
+                  c.train.placement.ctx.ToString().c_str(),
+                  std::string(ToString(c.train.schedule)).c_str());
+      report = TrainAndReport(*engine, c.train, data, hooks);
+    }
+    if (!c.trace.empty() && !g_stop.load()) {
+      report.trace_path = c.trace;
+      report.trace = TraceSteps(c.train, c.engine, c.trace, c.trace_steps, c.trace_warmup, data);
+    }
+    std::printf("%s", FormatSummary(report).c_str());
+    runs.Push(ToJson(report));
+    json.Set("run", runs.array()[0]);
+  }
+  WriteJson(c.json, json);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Trains a DLRM-style model with the cached TBE on the engine chosen by ENGINE_TYPE and "
+      "prints its summary (docs/train.md).");
+  NoteGivenFlags(argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  Command command;
+  try {
+    command = FromFlags();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ember-train: %s\n", e.what());
+    return 2;
+  }
+  InstallInterruptHandler();
+  try {
+    return Run(command);
+  } catch (const InvalidArgument& e) {
+    std::fprintf(stderr, "ember-train: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ember-train: %s\n", e.what());
+    return 1;
+  }
+}

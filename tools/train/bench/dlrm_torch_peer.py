@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""The PyTorch peer of ember-bench-train: the same DLRM-style model (model_config.h)
+trained in plain PyTorch on the same batches, on the same GPU.
+
+ember-bench-train runs it once:
+
+    python3 tools/train/bench/dlrm_torch_peer.py --spec DIR/spec.json
+
+The spec gives the model's shape (num_dense, bottom_mlp, table_rows, dim,
+top_mlp), the optimizer and learning rates, the timing (warmup, steps) and
+the batches: files of raw native-endian values, one set per batch
+(dense f32 [B, num_dense], labels f32 [B], indices i64 [n], offsets i64
+[T*B+1], table-major as Ember's). They are loaded onto the GPU before the
+clock starts, as Ember's all-in-GPU run keeps its tables on the GPU.
+
+The model is PyTorch's strongest plain layout: ONE nn.EmbeddingBag of
+sum(rows) rows covering every table (table t's indices shifted by its first
+row) called once per step, sparse gradients (sparse=True), nn.Linear MLPs,
+DLRM's dot interaction (torch.bmm and the lower triangle), BCEWithLogitsLoss.
+Optimizers: sgd -> SGD for both; adagrad -> Adagrad for both (element-wise:
+PyTorch has no row-wise Adagrad); adam -> Adam for the MLPs and SparseAdam
+for the table.
+
+A step is zero_grad, forward, backward, both optimizers' step; steps cycle
+over the batches. After `warmup` steps, `steps` steps run with a
+torch.cuda.Event recorded between consecutive steps (no sync inside the
+loop); a step's time is the interval between its two events, and the median
+and the 90th percentile are reported.
+
+Output: one flat JSON object per line on stdout:
+  {"info": "torch 2.4.1, CUDA 12.4, NVIDIA H100 80GB HBM3"}
+  {"case": "dlrm", "p50_ms": MS, "p90_ms": MS, "examples_per_second": N,
+   "steps": N, "final_loss": L}
+  {"case": "dlrm", "error": "..."}
+  {"error": "...", "unavailable": true}   (no torch, or no CUDA device)
+Progress goes to stderr. Exit status: 0 ran, 3 torch or CUDA unavailable,
+2 a bad spec. --device cpu runs it on the CPU (host clock), to try the
+script without a GPU.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+
+def emit(**fields):
+    print(json.dumps(fields), flush=True)
+
+
+def log(text):
+    print(f"[dlrm_torch_peer] {text}", file=sys.stderr, flush=True)
+
+
+def mlp(torch, sizes, relu_last, dev):
+    layers = []
+    for i in range(len(sizes) - 1):
+        linear = torch.nn.Linear(sizes[i], sizes[i + 1], device=dev)
+        # DLRM's initialization, as Ember's (mlp.h).
+        std_w = (2.0 / (sizes[i] + sizes[i + 1])) ** 0.5
+        torch.nn.init.normal_(linear.weight, 0.0, std_w)
+        torch.nn.init.normal_(linear.bias, 0.0, (1.0 / sizes[i + 1]) ** 0.5)
+        layers.append(linear)
+        if i + 2 < len(sizes) or relu_last:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers)
+
+
+def build(torch, spec, dev):
+    T, D = len(spec["table_rows"]), spec["dim"]
+    rows = spec["table_rows"]
+
+    class Dlrm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bottom = mlp(torch, [spec["num_dense"]] + spec["bottom_mlp"] + [D], True, dev)
+            pairs = (T + 1) * T // 2
+            self.top = mlp(torch, [D + pairs] + spec["top_mlp"] + [1], False, dev)
+            self.emb = torch.nn.EmbeddingBag(sum(rows), D, mode=spec["pooling"], sparse=True,
+                                             include_last_offset=True, device=dev)
+            with torch.no_grad():
+                start = 0
+                for r in rows:
+                    bound = (1.0 / r) ** 0.5
+                    self.emb.weight[start:start + r].uniform_(-bound, bound)
+                    start += r
+            li, lj = torch.tril_indices(T + 1, T + 1, offset=-1, device=dev)
+            self.register_buffer("li", li)
+            self.register_buffer("lj", lj)
+
+        def forward(self, dense, indices, offsets, batch):
+            z = self.bottom(dense)
+            pooled = self.emb(indices, offsets).view(T, batch, D).transpose(0, 1)
+            x = torch.cat([z.unsqueeze(1), pooled], dim=1)  # [B, T+1, D]
+            dots = torch.bmm(x, x.transpose(1, 2))[:, self.li, self.lj]
+            return self.top(torch.cat([z, dots], dim=1)).squeeze(1)
+
+    return Dlrm()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", required=True, help="spec.json written by ember-bench-train")
+    parser.add_argument("--device", default="cuda", help="cuda (the bench), or cpu to try it")
+    args = parser.parse_args()
+    try:
+        with open(args.spec) as f:
+            spec = json.load(f)
+        T, B = len(spec["table_rows"]), spec["batch"]
+        batches = spec["batches"]
+    except (OSError, ValueError, KeyError) as e:
+        emit(error=f"bad spec {args.spec}: {e}")
+        return 2
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 -- any import failure means no peer
+        emit(error=f"no torch in {sys.executable}: {e}", unavailable=True)
+        return 3
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        emit(error=f"torch {torch.__version__} sees no CUDA device", unavailable=True)
+        return 3
+    dev = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    where = torch.cuda.get_device_name(dev) if cuda else "CPU"
+    emit(info=f"torch {torch.__version__}, CUDA {torch.version.cuda}, {where}")
+    torch.manual_seed(spec.get("seed", 1))
+
+    try:
+        row_offsets = [0]
+        for r in spec["table_rows"][:-1]:
+            row_offsets.append(row_offsets[-1] + r)
+        data = []
+        for b in batches:
+            size = b["batch_size"]
+            dense = torch.from_file(b["dense"], size=size * spec["num_dense"],
+                                    dtype=torch.float32).view(size, -1)
+            labels = torch.from_file(b["labels"], size=size, dtype=torch.float32)
+            indices = torch.from_file(b["indices"], size=b["num_indices"], dtype=torch.int64)
+            offsets = torch.from_file(b["offsets"], size=T * size + 1, dtype=torch.int64)
+            # One EmbeddingBag for all tables: shift table t's indices by its first row.
+            shift = torch.zeros(b["num_indices"], dtype=torch.int64)
+            for t in range(T):
+                shift[offsets[t * size]:offsets[(t + 1) * size]] = row_offsets[t]
+            data.append((dense.to(dev), labels.to(dev), (indices + shift).to(dev),
+                         offsets.to(dev), size))
+        model = build(torch, spec, dev)
+        dense_params = list(model.bottom.parameters()) + list(model.top.parameters())
+        kind, lr, emb_lr = spec["optimizer"], spec["lr"], spec["embedding_lr"]
+        if kind == "sgd":
+            opts = [torch.optim.SGD(dense_params, lr=lr),
+                    torch.optim.SGD(model.emb.parameters(), lr=emb_lr)]
+        elif kind == "adagrad":
+            opts = [torch.optim.Adagrad(dense_params, lr=lr, eps=1e-8),
+                    torch.optim.Adagrad(model.emb.parameters(), lr=emb_lr, eps=1e-8)]
+        else:
+            opts = [torch.optim.Adam(dense_params, lr=lr),
+                    torch.optim.SparseAdam(list(model.emb.parameters()), lr=emb_lr)]
+        loss_fn = torch.nn.BCEWithLogitsLoss()
+
+        def step(k):
+            dense, labels, indices, offsets, size = data[k % len(data)]
+            for opt in opts:
+                opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(dense, indices, offsets, size), labels)
+            loss.backward()
+            for opt in opts:
+                opt.step()
+            return loss
+
+        warmup, steps = spec["warmup"], spec["steps"]
+        for k in range(warmup):
+            step(k)
+        if cuda:
+            torch.cuda.synchronize()
+        # A mark between consecutive steps, recorded on the stream without a
+        # sync: a step's time is the interval between its marks (the period
+        # of the loop, host gaps included), as Ember's step ends.
+        loss = None
+        examples = 0
+        marks = []
+        begin = time.perf_counter()
+        for k in range(warmup, warmup + steps + 1):
+            if cuda:
+                marks.append(torch.cuda.Event(enable_timing=True))
+                marks[-1].record()
+            else:
+                marks.append(time.perf_counter())
+            if k == warmup + steps:
+                break
+            loss = step(k)
+            examples += data[k % len(data)][4]
+        if cuda:
+            marks[-1].synchronize()
+            times = [marks[i].elapsed_time(marks[i + 1]) for i in range(steps)]
+        else:
+            times = [(marks[i + 1] - marks[i]) * 1e3 for i in range(steps)]
+        log(f"wall {time.perf_counter() - begin:.3f} s")
+        times.sort()
+        p50 = statistics.median(times)
+        p90 = times[min(len(times) - 1, int(0.9 * (len(times) - 1) + 0.5))]
+        log(f"{steps} steps: P50 {p50:.3f} ms, P90 {p90:.3f} ms")
+        emit(case="dlrm", p50_ms=p50, p90_ms=p90,
+             examples_per_second=examples / (sum(times) / 1e3), steps=steps,
+             final_loss=float(loss))
+    except Exception as e:  # noqa: BLE001 -- out of memory, an old torch: report it
+        emit(case="dlrm", error=(str(e).splitlines() or [type(e).__name__])[0][:300])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

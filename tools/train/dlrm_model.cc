@@ -1,0 +1,311 @@
+#include "tools/train/dlrm_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "ops/concat.h"
+#include "ops/elementwise.h"
+#include "ops/interaction.h"
+#include "ops/loss.h"
+#include "storage/half.h"
+
+namespace ember::train {
+namespace {
+
+using storage::DType;
+
+// Seeds of the model's parts, as streams of config.seed.
+constexpr uint64_t kBottomStream = 1;
+constexpr uint64_t kTopStream = 2;
+constexpr uint64_t kTablesStream = 3;
+
+// Makes `tensor` a tensor of `shape` unless it is one already. A reused
+// tensor keeps its var, so the engine orders the new batch's writes after
+// the previous batch's reads.
+void Ensure(engine::Engine& engine, Tensor& tensor, std::vector<int64_t> shape, DType dtype,
+            engine::Context ctx) {
+  if (tensor && tensor.shape() == shape && tensor.dtype() == dtype) return;
+  tensor = Tensor::Empty(engine, std::move(shape), dtype, ctx);
+}
+
+cache::CacheOptions CacheOptionsFor(const ModelConfig& config, const ModelPlacement& placement) {
+  cache::CacheOptions options = placement.cache;
+  options.ctx = placement.ctx;
+  options.dtype = config.embedding_dtype;
+  return options;
+}
+
+// Writes table t's initial rows into the home (host-addressable): element e
+// is ops::RandomUniform's value number e of the tables' seed, scaled to
+// table t's range.
+void FillHome(const ModelConfig& config, const ops::TbeTables& tables, void* home) {
+  const uint64_t seed = ops::RandomBits(config.seed, kTablesStream);
+  const int64_t total = tables.total_elements();
+  auto fill = [&](int64_t begin, int64_t end) {
+    int t = 0;
+    for (int64_t e = begin; e < end; ++e) {
+      while (e >= tables.weight_offset(t + 1)) ++t;
+      const float hi = static_cast<float>(std::sqrt(1.0 / static_cast<double>(tables.rows(t))));
+      const float lo = -hi;
+      const float u = static_cast<float>(ops::RandomBits(seed, e) >> 40) * 0x1p-24f;
+      const float value = lo + (hi - lo) * u;
+      switch (config.embedding_dtype) {
+        case DType::kF16:
+          static_cast<uint16_t*>(home)[e] = storage::FloatToHalf(value);
+          break;
+        case DType::kBF16:
+          static_cast<uint16_t*>(home)[e] = storage::FloatToBf16(value);
+          break;
+        default:
+          static_cast<float*>(home)[e] = value;
+      }
+    }
+  };
+  // Large tables take seconds on one core: split them over the cores.
+  const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1,
+                                              std::max<int64_t>(1, total >> 20));
+  std::vector<std::thread> workers;
+  for (int64_t i = 0; i < threads; ++i) {
+    workers.emplace_back(fill, total * i / threads, total * (i + 1) / threads);
+  }
+  for (std::thread& worker : workers) worker.join();
+}
+
+const ModelConfig& Validated(const ModelConfig& config) {
+  config.Validate();
+  return config;
+}
+
+}  // namespace
+
+DlrmModel::DlrmModel(engine::Engine& engine, const ModelConfig& config,
+                     const ModelPlacement& placement)
+    : engine_(engine),
+      config_(Validated(config)),
+      placement_(placement),
+      tbe_(std::make_unique<cache::CachedTbe>(engine, config.tables(),
+                                              CacheOptionsFor(config, placement))),
+      bottom_(engine, placement.ctx, config.bottom_sizes(), /*relu_last=*/true,
+              config.optimizer.kind, "bottom"),
+      top_(engine, placement.ctx, config.top_sizes(), /*relu_last=*/false, config.optimizer.kind,
+           "top") {}
+
+void DlrmModel::Initialize() {
+  bottom_.Initialize(ops::RandomBits(config_.seed, kBottomStream));
+  top_.Initialize(ops::RandomBits(config_.seed, kTopStream));
+  Tensor& home = tbe_->home();
+  home.WaitToWrite();
+  FillHome(config_, tbe_->tables(), home.data());
+}
+
+void DlrmModel::Shape(BatchState& state, int64_t batch) {
+  if (state.batch == batch) return;
+  const engine::Context ctx = placement_.ctx;
+  const int64_t t = config_.num_tables();
+  const int64_t d = config_.embedding_dim;
+  const int64_t pairs = config_.interaction_pairs();
+  auto f32 = [&](std::vector<int64_t> shape) {
+    return Tensor::Empty(engine_, std::move(shape), DType::kF32, ctx);
+  };
+  state.batch = batch;
+  state.bottom = bottom_.NewActivations(batch);
+  state.top = top_.NewActivations(batch);
+  state.pooled = f32({batch, t * d});
+  state.inter_in = f32({batch, t + 1, d});
+  state.inter_out = f32({batch, pairs});
+  state.top_in = f32({batch, d + pairs});
+  state.loss = f32({1});
+  state.grad_logits = f32({batch, 1});
+  state.d_top_in = f32({batch, d + pairs});
+  state.d_z = f32({batch, d});
+  state.d_z_inter = f32({batch, d});
+  state.d_inter_out = f32({batch, pairs});
+  state.d_inter_in = f32({batch, t + 1, d});
+  state.d_pooled = f32({batch, t * d});
+  state.probs = f32({batch, 1});
+  // Host copies: pinned memory on a GPU, so that the copies are DMAs.
+  const auto host_kind = ctx.is_gpu() ? storage::MemoryKind::kPinned : storage::MemoryKind::kCpu;
+  state.host_loss = Tensor::Empty(engine_, {1}, DType::kF32, engine::Context::CPU(), host_kind);
+  state.host_probs =
+      Tensor::Empty(engine_, {batch, 1}, DType::kF32, engine::Context::CPU(), host_kind);
+  if (!state.done) state.done = Tensor::Empty(engine_, {1}, DType::kI64, engine::Context::CPU());
+}
+
+void DlrmModel::Upload(BatchState& state, const HostBatch& batch) {
+  static constexpr char kWhere[] = "[DlrmModel::Upload]";
+  const int64_t b = batch.batch_size;
+  const int64_t t = config_.num_tables();
+  if (b < 1 || !batch.dense || !batch.indices || !batch.offsets || !batch.labels) {
+    throw InvalidArgument(fmt::format("{} a batch of {} examples with missing tensors", kWhere, b));
+  }
+  if (batch.dense.numel() != b * config_.num_dense || batch.offsets.numel() != t * b + 1 ||
+      batch.labels.numel() != b) {
+    throw InvalidArgument(
+        fmt::format("{} the batch has {} dense values, {} offsets and {} labels for {} examples; "
+                    "the model takes {} dense features and {} tables ({} offsets)",
+                    kWhere, batch.dense.numel(), batch.offsets.numel(), batch.labels.numel(), b,
+                    config_.num_dense, t, t * b + 1));
+  }
+  // The data is checked on the host, where it was made, so that a bad
+  // index names its batch before any op runs (ops/embedding_bag.h,
+  // "Validation"); the batch's tensors are ready (batch_source.h).
+  if (placement_.check_batches) {
+    const ops::TbeBatch host_view{&batch.indices, &batch.offsets, nullptr, b};
+    ops::ValidateTbeBatch(tbe_->tables(), host_view);
+  }
+
+  const engine::Context ctx = placement_.ctx;
+  const int64_t n = batch.indices.numel();
+  Shape(state, b);
+  Ensure(engine_, state.dense, {b, config_.num_dense}, DType::kF32, ctx);
+  Ensure(engine_, state.indices, {n}, DType::kI64, ctx);
+  Ensure(engine_, state.offsets, {t * b + 1}, DType::kI64, ctx);
+  Ensure(engine_, state.labels, {b, 1}, DType::kF32, ctx);
+  batch.dense.CopyTo(state.dense);
+  batch.indices.CopyTo(state.indices);
+  batch.offsets.CopyTo(state.offsets);
+  batch.labels.CopyTo(state.labels);
+  if (!state.locations || state.locations->capacity() < n) {
+    state.locations = tbe_->NewLocations(std::max<int64_t>(n, 1));
+  }
+  state.examples = b;
+  state.position = batch.position;
+  state.prefetched = false;
+  state.embedded = false;
+}
+
+ops::TbeBatch DlrmModel::TbeBatchOf(const BatchState& state) const {
+  return ops::TbeBatch{&state.indices, &state.offsets, nullptr, state.examples};
+}
+
+ops::TbeOptions DlrmModel::TbeOptionsFor() const {
+  ops::TbeOptions options;
+  options.pooling = config_.pooling;
+  // Checked on the host at Upload (and by the prefetch): the GPU check
+  // kernels would only repeat it.
+  options.validate = false;
+  options.deterministic = placement_.deterministic;
+  return options;
+}
+
+void DlrmModel::Prefetch(BatchState& state) {
+  tbe_->Prefetch(TbeBatchOf(state), *state.locations);
+  state.prefetched = true;
+}
+
+void DlrmModel::EmbeddingForward(BatchState& state) {
+  tbe_->Forward(TbeBatchOf(state), *state.locations, state.pooled, TbeOptionsFor());
+  state.embedded = true;
+}
+
+void DlrmModel::DenseForwardCore(BatchState& state) {
+  bottom_.Forward(state.dense, state.bottom);
+  const Tensor& z = state.bottom.out.back();
+  ops::ConcatColumns({&z, &state.pooled}, state.inter_in);
+  ops::DotInteraction(state.inter_in, state.inter_out);
+  ops::ConcatColumns({&z, &state.inter_out}, state.top_in);
+  top_.Forward(state.top_in, state.top);
+}
+
+void DlrmModel::DenseForward(BatchState& state) {
+  DenseForwardCore(state);
+  ops::SigmoidBinaryCrossEntropy(state.top.out.back(), state.labels, state.loss, state.grad_logits);
+  // The one value the host reads each step, copied out by the copy workers.
+  if (placement_.ctx.is_gpu()) state.loss.CopyTo(state.host_loss);
+}
+
+void DlrmModel::DenseBackward(BatchState& state) {
+  top_.Backward(state.top_in, state.top, state.grad_logits, &state.d_top_in);
+  ops::SplitColumns(state.d_top_in, {&state.d_z, &state.d_inter_out});
+  ops::DotInteractionBackward(state.inter_in, state.d_inter_out, state.d_inter_in);
+  ops::SplitColumns(state.d_inter_in, {&state.d_z_inter, &state.d_pooled});
+  ops::Add(state.d_z, state.d_z_inter, state.d_z);
+  bottom_.Backward(state.dense, state.bottom, state.d_z, nullptr);
+}
+
+void DlrmModel::Relookup(BatchState& state) { tbe_->Relookup(TbeBatchOf(state), *state.locations); }
+
+void DlrmModel::EmbeddingBackward(BatchState& state) {
+  const OptimizerConfig& o = config_.optimizer;
+  const ops::TbeBatch batch = TbeBatchOf(state);
+  switch (o.kind) {
+    case Optimizer::kSgd:
+      tbe_->BackwardSgd(batch, *state.locations, state.d_pooled, {.learning_rate = o.embedding_lr},
+                        TbeOptionsFor());
+      return;
+    case Optimizer::kAdagrad:
+      tbe_->BackwardRowwiseAdagrad(batch, *state.locations, state.d_pooled,
+                                   {.learning_rate = o.embedding_lr, .eps = o.eps},
+                                   TbeOptionsFor());
+      return;
+    case Optimizer::kAdam:
+      tbe_->BackwardAdam(
+          batch, *state.locations, state.d_pooled, state.step + 1,
+          {.learning_rate = o.embedding_lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps},
+          TbeOptionsFor());
+      return;
+  }
+}
+
+void DlrmModel::DenseUpdate(BatchState& state) {
+  bottom_.Update(config_.optimizer, state.step + 1);
+  top_.Update(config_.optimizer, state.step + 1);
+}
+
+void DlrmModel::EvaluationForward(BatchState& state) {
+  const ops::TbeBatch batch = TbeBatchOf(state);
+  tbe_->LookupForInference(batch, *state.locations);
+  tbe_->ForwardInference(batch, *state.locations, state.pooled, TbeOptionsFor());
+  DenseForwardCore(state);
+  const Tensor& logits = state.top.out.back();
+  ops::SigmoidBinaryCrossEntropy(logits, state.labels, state.loss, state.grad_logits);
+  ops::Sigmoid(logits, state.probs);
+  if (placement_.ctx.is_gpu()) state.loss.CopyTo(state.host_loss);
+  state.probs.CopyTo(state.host_probs);
+}
+
+std::vector<engine::VarHandle> DlrmModel::StepOutputVars() const {
+  std::vector<engine::VarHandle> vars = bottom_.ParameterVars();
+  for (engine::VarHandle var : top_.ParameterVars()) vars.push_back(var);
+  vars.push_back(tbe_->home().var());
+  vars.push_back(tbe_->slots().var());
+  return vars;
+}
+
+const Tensor& DlrmModel::HostLoss(const BatchState& state) const {
+  return placement_.ctx.is_gpu() ? state.host_loss : state.loss;
+}
+
+void DlrmModel::ForEachDenseState(const std::function<void(const std::string&, Tensor&)>& fn) {
+  bottom_.ForEachState(fn);
+  top_.ForEachState(fn);
+}
+
+void DlrmModel::ForEachTableState(const std::function<void(const std::string&, Tensor&)>& fn) {
+  const ops::TbeTables& tables = tbe_->tables();
+  auto state = [&](const char* name, Tensor& tensor, int64_t elements) {
+    if (!tensor) {
+      tensor = Tensor::Empty(engine_, {elements}, DType::kF32, placement_.ctx, tbe_->home().kind());
+      ops::Fill(tensor, 0.0f);
+    }
+    fn(name, tensor);
+  };
+  switch (config_.optimizer.kind) {
+    case Optimizer::kSgd:
+      return;
+    case Optimizer::kAdagrad:
+      state("tables.accumulator", tbe_->accumulator(), tables.total_rows());
+      return;
+    case Optimizer::kAdam:
+      state("tables.adam_m", tbe_->adam_m(), tables.total_elements());
+      state("tables.adam_v", tbe_->adam_v(), tables.total_elements());
+      return;
+  }
+}
+
+}  // namespace ember::train

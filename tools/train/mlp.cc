@@ -1,0 +1,151 @@
+#include "tools/train/mlp.h"
+
+#include <cmath>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "ops/optimizer.h"
+
+namespace ember::train {
+
+Mlp::Mlp(engine::Engine& engine, engine::Context ctx, std::vector<int64_t> sizes, bool relu_last,
+         Optimizer optimizer, std::string name)
+    : engine_(engine),
+      ctx_(ctx),
+      sizes_(std::move(sizes)),
+      relu_last_(relu_last),
+      optimizer_(optimizer),
+      name_(std::move(name)) {
+  if (sizes_.size() < 2) {
+    throw InvalidArgument(fmt::format(
+        "[Mlp] {}: {} sizes; an MLP needs its input and at least one layer", name_, sizes_.size()));
+  }
+  for (std::size_t l = 0; l + 1 < sizes_.size(); ++l) {
+    Layer layer;
+    layer.weight = NewParam({sizes_[l + 1], sizes_[l]});
+    layer.bias = NewParam({sizes_[l + 1]});
+    layers_.push_back(std::move(layer));
+  }
+}
+
+Mlp::Param Mlp::NewParam(std::vector<int64_t> shape) {
+  Param p;
+  p.value = Tensor::Empty(engine_, shape, storage::DType::kF32, ctx_);
+  p.grad = Tensor::Empty(engine_, shape, storage::DType::kF32, ctx_);
+  if (optimizer_ != Optimizer::kSgd) {
+    p.state0 = Tensor::Empty(engine_, shape, storage::DType::kF32, ctx_);
+    ops::Fill(p.state0, 0.0f);
+  }
+  if (optimizer_ == Optimizer::kAdam) {
+    p.state1 = Tensor::Empty(engine_, shape, storage::DType::kF32, ctx_);
+    ops::Fill(p.state1, 0.0f);
+  }
+  return p;
+}
+
+void Mlp::Initialize(uint64_t seed) {
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const double in = static_cast<double>(sizes_[l]);
+    const double out = static_cast<double>(sizes_[l + 1]);
+    // One stream per tensor: RandomBits(seed, k) as the k-th tensor's seed.
+    ops::RandomNormal(layers_[l].weight.value, ops::RandomBits(seed, 2 * l), 0.0f,
+                      static_cast<float>(std::sqrt(2.0 / (in + out))));
+    ops::RandomNormal(layers_[l].bias.value, ops::RandomBits(seed, 2 * l + 1), 0.0f,
+                      static_cast<float>(std::sqrt(1.0 / out)));
+  }
+}
+
+Mlp::Activations Mlp::NewActivations(int64_t batch) const {
+  Activations act;
+  act.batch = batch;
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    act.out.push_back(Tensor::Empty(engine_, {batch, sizes_[l + 1]}, storage::DType::kF32, ctx_));
+    // grad_in[0] stays empty: the caller owns dx of the first layer.
+    act.grad_in.push_back(
+        l == 0 ? Tensor() : Tensor::Empty(engine_, {batch, sizes_[l]}, storage::DType::kF32, ctx_));
+  }
+  return act;
+}
+
+void Mlp::Forward(const Tensor& x, Activations& act) const {
+  const Tensor* input = &x;
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    Tensor& y = act.out[l];
+    ops::Matmul(*input, layers_[l].weight.value, y, /*transpose_a=*/false, /*transpose_b=*/true);
+    ops::AddBias(y, layers_[l].bias.value);
+    if (l + 1 < layers_.size() || relu_last_) ops::Relu(y, y);
+    input = &y;
+  }
+}
+
+void Mlp::Backward(const Tensor& x, Activations& act, Tensor& dy, Tensor* dx) {
+  Tensor* g = &dy;
+  for (std::size_t l = layers_.size(); l-- > 0;) {
+    Layer& layer = layers_[l];
+    // ReLU's gradient in place: g_l = dy_l where y_l > 0 (y_l is the
+    // in-place ReLU's output, positive exactly where its input was).
+    if (l + 1 < layers_.size() || relu_last_) ops::ReluGrad(*g, act.out[l], *g);
+    const Tensor& input = l == 0 ? x : act.out[l - 1];
+    ops::Matmul(*g, input, layer.weight.grad, /*transpose_a=*/true);
+    ops::BiasGrad(*g, layer.bias.grad);
+    Tensor* grad_in = l == 0 ? dx : &act.grad_in[l];
+    if (grad_in != nullptr) ops::Matmul(*g, layer.weight.value, *grad_in);
+    g = grad_in;
+  }
+}
+
+void Mlp::Step(Param& param, const OptimizerConfig& config, int64_t step) {
+  switch (optimizer_) {
+    case Optimizer::kSgd:
+      ops::SgdUpdate(param.value, param.grad, {.learning_rate = config.dense_lr});
+      return;
+    case Optimizer::kAdagrad:
+      ops::AdagradUpdate(param.value, param.state0, param.grad,
+                         {.learning_rate = config.dense_lr, .eps = config.eps});
+      return;
+    case Optimizer::kAdam:
+      ops::AdamUpdate(param.value, param.state0, param.state1, param.grad, step,
+                      {.learning_rate = config.dense_lr,
+                       .beta1 = config.beta1,
+                       .beta2 = config.beta2,
+                       .eps = config.eps});
+      return;
+  }
+}
+
+void Mlp::Update(const OptimizerConfig& config, int64_t step) {
+  for (Layer& layer : layers_) {
+    Step(layer.weight, config, step);
+    Step(layer.bias, config, step);
+  }
+}
+
+void Mlp::ForEachState(const std::function<void(const std::string&, Tensor&)>& fn) {
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    for (auto [kind, param] :
+         {std::pair{"weight", &layers_[l].weight}, std::pair{"bias", &layers_[l].bias}}) {
+      const std::string name = fmt::format("{}.{}.{}", name_, l, kind);
+      fn(name, param->value);
+      if (optimizer_ == Optimizer::kAdagrad) fn(name + ".sum_sq", param->state0);
+      if (optimizer_ == Optimizer::kAdam) {
+        fn(name + ".adam_m", param->state0);
+        fn(name + ".adam_v", param->state1);
+      }
+    }
+  }
+}
+
+std::vector<engine::VarHandle> Mlp::ParameterVars() const {
+  std::vector<engine::VarHandle> vars;
+  for (const Layer& layer : layers_) {
+    vars.push_back(layer.weight.value.var());
+    vars.push_back(layer.bias.value.var());
+  }
+  return vars;
+}
+
+}  // namespace ember::train
