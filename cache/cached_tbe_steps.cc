@@ -57,11 +57,17 @@ engine::DeferredCheck FaultCheck(std::shared_ptr<storage::Buffer> record, std::s
   };
 }
 
-// A zeroed fault record in pinned memory, which kernels write in place.
-std::shared_ptr<storage::Buffer> NewFaultRecord() {
-  auto record = std::make_shared<storage::Buffer>(
-      storage::GetStorage(storage::MemoryKind::kPinned).Alloc(sizeof(internal::BatchFault)));
+// A zeroed fault record in pinned memory, which kernels on `stream` write
+// in place. The host writes it first, so the block's previous owners (a
+// batch's pinned tensor whose upload may still be in flight) are waited
+// for on the host before the zeroing; the release is fenced after the
+// kernels on `stream`.
+std::shared_ptr<storage::Buffer> NewFaultRecord(void* stream) {
+  auto record =
+      std::make_shared<storage::Buffer>(storage::GetStorage(storage::MemoryKind::kPinned)
+                                            .Alloc(sizeof(internal::BatchFault), nullptr));
   *static_cast<internal::BatchFault*>(record->data()) = internal::BatchFault{};
+  record->RecordUse(stream);
   return record;
 }
 
@@ -137,7 +143,7 @@ void CachedTbe::Prefetch(const ops::TbeBatch& batch, CacheLocations& locations) 
         const int64_t chunk = (batch_args.num_indices + passes - 1) / std::max(passes, 1);
         const int64_t bytes = internal::PrefetchScratchBytes(chunk);
         storage::Buffer scratch = scratch_memory->Alloc(static_cast<std::size_t>(bytes), stream);
-        auto record = NewFaultRecord();
+        auto record = NewFaultRecord(stream);
         internal::PrefetchCuda(*args, batch_args, where, timestep, passes, scratch.data(), bytes,
                                static_cast<internal::BatchFault*>(record->data()), args->device,
                                stream);
@@ -183,7 +189,7 @@ void CachedTbe::LookupForInference(const ops::TbeBatch& batch, CacheLocations& l
                             internal::LookupCpu(*args, batch_args, where);
                             return engine::DeferredCheck();
                           }
-                          auto record = NewFaultRecord();
+                          auto record = NewFaultRecord(stream);
                           internal::LookupCuda(*args, batch_args, where,
                                                static_cast<internal::BatchFault*>(record->data()),
                                                args->device, stream);

@@ -20,7 +20,7 @@ namespace ember::ops::testing {
 struct HostBatch {
   std::vector<int64_t> indices;
   std::vector<int64_t> offsets;
-  std::vector<float> per_sample_weights;
+  std::vector<float> per_sample_weights = {};
   int64_t batch_size = 0;
 };
 

@@ -62,6 +62,29 @@ class CountingSource final : public BatchSource {
   std::atomic<int> made_{0};
 };
 
+// A synthetic source that forks and fails at the batch starting at
+// `bad_at` (in every fork), as a bad record in a file would.
+class FailingSource final : public BatchSource {
+ public:
+  FailingSource(const SyntheticOptions& options, int64_t bad_at)
+      : BatchSource(options.batch_size), inner_(options), bad_at_(bad_at) {}
+  const DataSpec& spec() const override { return inner_.spec(); }
+  int64_t position() const override { return inner_.position(); }
+  std::optional<int64_t> size() const override { return inner_.size(); }
+  std::optional<HostBatch> Next(const BatchMemory& memory) override {
+    if (inner_.position() == bad_at_) throw InvalidArgument("[FailingSource] bad batch");
+    return inner_.Next(memory);
+  }
+  void Seek(int64_t example) override { inner_.Seek(example); }
+  std::unique_ptr<BatchSource> Fork() const override {
+    return std::make_unique<FailingSource>(inner_.options(), bad_at_);
+  }
+
+ private:
+  SyntheticSource inner_;
+  int64_t bad_at_;
+};
+
 class LoaderTest : public ::testing::Test {
  protected:
   std::unique_ptr<engine::Engine> engine_ = testing::MakeEngine();
@@ -83,6 +106,59 @@ TEST_F(LoaderTest, EveryBatchArrivesInOrderThenTheEnd) {
   EXPECT_EQ(expected.back().batch_size, 1000 - 15 * 64);
   EXPECT_FALSE(loader.Pop().has_value());
   EXPECT_FALSE(loader.Pop().has_value());
+}
+
+TEST_F(LoaderTest, LanesGiveTheBatchesOfOneThreadInOrder) {
+  SyntheticSource direct(Small(1000));
+  (void)direct.Next(memory_);  // the loader starts where the source stands
+  const auto expected = testing::ReadAll(direct, memory_);
+  ASSERT_EQ(expected.size(), 15u);
+  for (int depth : {1, 5}) {
+    auto source = std::make_unique<SyntheticSource>(Small(1000));
+    source->Seek(64);
+    Loader loader(*engine_, std::move(source), {.depth = depth, .threads = 3});
+    EXPECT_EQ(loader.threads(), 3);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      std::optional<HostBatch> batch = loader.Pop();
+      ASSERT_TRUE(batch.has_value()) << "batch " << i << ", depth " << depth;
+      EXPECT_EQ(batch->position, expected[i].position);
+      EXPECT_EQ(testing::Bytes(*batch), testing::Bytes(expected[i])) << "batch " << i;
+    }
+    EXPECT_FALSE(loader.Pop().has_value());
+    EXPECT_FALSE(loader.Pop().has_value());
+  }
+}
+
+TEST_F(LoaderTest, ASourceThatDoesNotForkGetsOneThread) {
+  Loader loader(*engine_, std::make_unique<CountingSource>(Small(100), milliseconds(0)),
+                {.threads = 4});
+  EXPECT_EQ(loader.threads(), 1);
+  int batches = 0;
+  while (loader.Pop()) ++batches;
+  EXPECT_EQ(batches, 2);
+}
+
+TEST_F(LoaderTest, ALaneErrorArrivesAfterTheBatchesBeforeItWhateverTheOtherLanesMade) {
+  // Batch 4 (of 64 examples each) is bad; lanes 0 and 2 go on past it.
+  Loader loader(*engine_, std::make_unique<FailingSource>(Small(kEndless), 4 * 64),
+                {.depth = 6, .threads = 3});
+  for (int64_t i = 1; i <= 4; ++i) {
+    std::optional<HostBatch> batch = loader.Pop();
+    ASSERT_TRUE(batch.has_value());
+    EXPECT_EQ(batch->position, i * 64);
+  }
+  for (int i = 0; i < 2; ++i) {
+    ExpectThrowWith<InvalidArgument>([&] { (void)loader.Pop(); }, {"[FailingSource] bad batch"});
+  }
+}
+
+TEST_F(LoaderTest, TheSourceComesBackAfterTheLastBatchPopped) {
+  Loader loader(*engine_, std::make_unique<SyntheticSource>(Small(kEndless)),
+                {.depth = 6, .threads = 3});
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(loader.Pop().has_value());
+  std::unique_ptr<BatchSource> source = loader.TakeSource();
+  ASSERT_NE(source, nullptr);
+  EXPECT_EQ(source->position(), 5 * 64);  // not where a lane stood
 }
 
 TEST_F(LoaderTest, ASlowConsumerLosesNothing) {
@@ -184,6 +260,9 @@ TEST_F(LoaderTest, RefusesBadOptions) {
   ExpectThrowWith<InvalidArgument>(
       [&] { Loader l(*engine_, std::make_unique<SyntheticSource>(Small(64)), {.depth = 0}); },
       {"[Loader]", "depth 0"});
+  ExpectThrowWith<InvalidArgument>(
+      [&] { Loader l(*engine_, std::make_unique<SyntheticSource>(Small(64)), {.threads = -1}); },
+      {"[Loader]", "threads -1"});
   ExpectThrowWith<InvalidArgument>(
       [&] {
         Loader l(*engine_, std::make_unique<SyntheticSource>(Small(64)),

@@ -98,6 +98,23 @@ TEST_F(SyntheticSourceTest, ResumingAtAPositionGivesWhatReadingStraightGives) {
   EXPECT_TRUE(std::equal(again.begin(), again.end(), straight.begin() + 500));
 }
 
+TEST_F(SyntheticSourceTest, AForkReadsTheSameDataAtItsOwnPosition) {
+  SyntheticSource source(Small());
+  const std::vector<Example> straight = Read(Small());
+  (void)source.Next(memory_);  // the fork starts at 0 wherever the source stands
+  std::unique_ptr<BatchSource> fork = source.Fork();
+  ASSERT_NE(fork, nullptr);
+  EXPECT_EQ(fork->position(), 0);
+  EXPECT_EQ(fork->batch_size(), source.batch_size());
+  EXPECT_EQ(fork->spec(), source.spec());
+  EXPECT_EQ(fork->size(), source.size());
+  fork->Seek(300);
+  const std::vector<Example> forked = testing::ReadExamples(*fork, memory_);
+  ASSERT_EQ(forked.size(), straight.size() - 300);
+  EXPECT_TRUE(std::equal(forked.begin(), forked.end(), straight.begin() + 300));
+  EXPECT_EQ(source.position(), 64);  // the source's own position is its own
+}
+
 TEST_F(SyntheticSourceTest, ARangeIsTheSameStreamFromBegin) {
   const std::vector<Example> straight = Read(Small());
   SyntheticOptions range = Small();

@@ -49,6 +49,9 @@ void TrainOptions::Validate() const {
   if (loader_depth < 1 || loader_depth > 1024) {
     BadOption(fmt::format("loader_depth = {} is not in [1, 1024]", loader_depth));
   }
+  if (loader_threads < 0 || loader_threads > 256) {
+    BadOption(fmt::format("loader_threads = {} is not in [0, 256]", loader_threads));
+  }
 }
 
 // One run: the ring of batch states, the recorder, and the loop over them.
@@ -75,9 +78,10 @@ class Trainer::Loop {
       model_.Initialize();
       position_ = t_.train_->position();
     }
-    loader_ =
-        std::make_unique<Loader>(engine_, std::move(t_.train_),
-                                 LoaderOptions{.depth = o_.loader_depth, .kind = memory_.kind});
+    loader_ = std::make_unique<Loader>(
+        engine_, std::move(t_.train_),
+        LoaderOptions{
+            .depth = o_.loader_depth, .threads = o_.loader_threads, .kind = memory_.kind});
     result_.first_step = step_;
     reported_ = step_;
     recorder_.Resume();  // step times start now, not at the initialization

@@ -88,6 +88,9 @@ struct TrainOptions {
   // the loader makes ahead.
   int pipeline_depth = 3;
   int loader_depth = 4;
+  // The loader's threads (LoaderOptions::threads; 0: half the cores, at
+  // most 8).
+  int loader_threads = 0;
 
   // Throws InvalidArgument "[TrainOptions] ..." naming the first bad
   // option (negative counts, a depth below 2, resume without a

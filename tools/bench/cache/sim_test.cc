@@ -91,7 +91,9 @@ TEST(Simulators, BeladyNeverMissesMoreThanLru) {
       belady += b[t];
     }
     EXPECT_LE(belady.misses, lru.misses) << "capacity " << capacity;
-    if (capacity >= 5000) EXPECT_EQ(belady.misses, lru.misses);  // only compulsory misses
+    if (capacity >= 5000) {
+      EXPECT_EQ(belady.misses, lru.misses);  // only compulsory misses
+    }
   }
 }
 

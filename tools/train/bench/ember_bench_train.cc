@@ -275,7 +275,7 @@ int Run() {
     const StepSummary summary = Summarize(timed);
     const double hit = trainer.model().tbe().LastStepStats().all.hit_rate();
     table +=
-        fmt::format("{:<22} {:>10.3f} {:>10.3f} {:>12.0f} {:>10.1f}% {:>10.4f}\n",
+        fmt::format("{:<22} {:>10.3f} {:>10.3f} {:>12.0f} {:>10.1f}% {:>10.4g}\n",
                     fmt::format("ember {}", ToString(schedule)), summary.p50_ms, summary.p90_ms,
                     summary.examples_per_second, 100.0 * hit, summary.final_loss);
     results.Push(Json::MakeObject()
@@ -290,7 +290,7 @@ int Run() {
   const PeerResult peer = RunPeer(absl::GetFlag(FLAGS_python), spec_path, cpu);
   if (peer.dlrm && !(*peer.dlrm)["p50_ms"].is_null() && (*peer.dlrm)["error"].is_null()) {
     const Json& d = *peer.dlrm;
-    table += fmt::format("{:<22} {:>10.3f} {:>10.3f} {:>12.0f} {:>11} {:>10.4f}\n", "pytorch",
+    table += fmt::format("{:<22} {:>10.3f} {:>10.3f} {:>12.0f} {:>11} {:>10.4g}\n", "pytorch",
                          d["p50_ms"].number(), d["p90_ms"].number(),
                          d["examples_per_second"].number(), "-", d["final_loss"].number());
     results.Push(Json::MakeObject()
@@ -299,6 +299,13 @@ int Run() {
                      .Set("p90_ms", d["p90_ms"].number())
                      .Set("examples_per_second", d["examples_per_second"].number())
                      .Set("final_loss", d["final_loss"].number()));
+    // The ratio the target is about: Ember's examples/s over the peer's.
+    const double peer_rate = d["examples_per_second"].number();
+    const Json::Array& runs = results.array();
+    for (std::size_t i = 0; i + 1 < runs.size(); ++i) {
+      table += fmt::format("{} / pytorch: {:.2f}x examples/s\n", runs[i]["run"].string(),
+                           runs[i]["examples_per_second"].number() / peer_rate);
+    }
   } else if (peer.dlrm) {
     table += fmt::format("pytorch: {}\n", (*peer.dlrm)["error"].string());
   }

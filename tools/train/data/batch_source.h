@@ -17,6 +17,7 @@
 // Thread safety: a source is used by one thread at a time (the loader's).
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -77,6 +78,13 @@ class BatchSource {
   // its files to get there); after a throw the position is unspecified
   // until a Seek succeeds.
   virtual void Seek(int64_t example) = 0;
+
+  // A second reader of the same data for another thread (the loader's
+  // lanes): the same spec, batch size and content, standing at 0, sharing
+  // no mutable state with this one. Null where the source cannot be read
+  // from two places at once cheaply (the default; a text file's Seek reads
+  // it from the start). Cheap: no I/O or calibration is repeated.
+  [[nodiscard]] virtual std::unique_ptr<BatchSource> Fork() const { return nullptr; }
 
  private:
   const int64_t batch_size_;

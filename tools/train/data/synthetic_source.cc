@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <numbers>
 #include <numeric>
 #include <optional>
@@ -138,6 +139,27 @@ SyntheticSource::SyntheticSource(const SyntheticOptions& options)
   bags_.resize(num_tables);
   lengths_.resize(num_tables);
   Calibrate();
+}
+
+SyntheticSource::SyntheticSource(const SyntheticSource& other)
+    : BatchSource(other.batch_size()),
+      options_(other.options_),
+      spec_(other.spec_),
+      zipf_(other.zipf_),
+      perm_a_(other.perm_a_),
+      perm_c_(other.perm_c_),
+      hidden_(other.hidden_),
+      pooling_cdf_(other.pooling_cdf_),
+      dense_scale_(other.dense_scale_),
+      dense_mean_(other.dense_mean_),
+      dense_inv_std_(other.dense_inv_std_),
+      dense_weight_(other.dense_weight_),
+      bias_(other.bias_),
+      bags_(other.bags_.size()),
+      lengths_(other.lengths_.size()) {}
+
+std::unique_ptr<BatchSource> SyntheticSource::Fork() const {
+  return std::unique_ptr<BatchSource>(new SyntheticSource(*this));
 }
 
 int64_t SyntheticSource::RowOfRank(int t, int64_t k) const {

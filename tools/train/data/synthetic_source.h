@@ -40,6 +40,7 @@
 // immutable after construction.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -85,6 +86,8 @@ class SyntheticSource final : public BatchSource {
   [[nodiscard]] std::optional<HostBatch> Next(const BatchMemory& memory) override;
   // Any example >= 0 of an endless source.
   void Seek(int64_t example) override;
+  // A copy of the world (no recalibration), at position 0.
+  [[nodiscard]] std::unique_ptr<BatchSource> Fork() const override;
 
   [[nodiscard]] const SyntheticOptions& options() const { return options_; }
   // The row of rank k (0: the hottest) in table t.
@@ -93,6 +96,9 @@ class SyntheticSource final : public BatchSource {
   [[nodiscard]] double bias() const { return bias_; }
 
  private:
+  // Fork's: the world of `other`, its position and scratch fresh.
+  SyntheticSource(const SyntheticSource& other);
+
   // Draws one example from `rng`: its dense features into dense[0, D), each
   // table's bag appended to bags_[t] and its length to lengths_[t]; returns
   // the hidden logit without the bias.
