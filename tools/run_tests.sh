@@ -6,11 +6,11 @@
 #   default  build/ (RelWithDebInfo, gcc, CUDA code too when nvcc is found):
 #            the whole ctest suite, labels stress and install included
 #   tsan     build-tsan/ (clang, Debug -O1, ThreadSanitizer,
-#            -Werror=thread-safety, no tools, no CUDA):
-#            ctest -L 'engine|storage|ops' -LE 'stress|example'
+#            -Werror=thread-safety, tools but no benches, no CUDA):
+#            ctest -L 'engine|storage|ops|cache|train' -LE 'stress|example'
 #   asan     build-asan/ (gcc, Debug -O1, AddressSanitizer + UBSan +
-#            LeakSanitizer, no tools, no CUDA):
-#            ctest -L 'engine|storage|ops' -LE 'stress|example'
+#            LeakSanitizer, tools but no benches, no CUDA):
+#            ctest -L 'engine|storage|ops|cache|train' -LE 'stress|example'
 # A failed stage does not stop the later ones (a failed deps stage does);
 # the run ends with one summary line per stage and exits non-zero if any
 # stage failed.

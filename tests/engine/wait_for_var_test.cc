@@ -34,18 +34,30 @@ bool AwaitFlag(const std::atomic<bool>& flag, milliseconds limit) {
 
 // A gate that ops wait on, opened by the test, or at the latest by a
 // watchdog after `kGateLimit`, so that a WaitForVar that wrongly waits for
-// a blocked op fails the test instead of hanging it.
+// a blocked op fails the test instead of hanging it. It outlives its
+// waiters: an op counted in `started` may be descheduled before it reaches
+// the latch while the test ends, so the destructor waits for every waiter
+// to leave (a gate destroyed under a waiter hung or crashed the test on a
+// loaded machine).
 class Gate {
  public:
   Gate() : watchdog_([this] { Watch(); }) {}
   ~Gate() {
     Open();
     watchdog_.join();
+    while (waiters_.load() > 0) std::this_thread::yield();
   }
   void Open() {
     if (!opened_.exchange(true)) latch_.count_down();
   }
-  void Wait() { latch_.wait(); }
+  // Counts the caller as a waiter before it signals `started`, so that
+  // whoever saw `started` cannot destroy the gate under it.
+  void Wait(std::atomic<int>* started) {
+    ++waiters_;
+    ++*started;
+    latch_.wait();
+    --waiters_;
+  }
   // True if the watchdog had to open it.
   [[nodiscard]] bool timed_out() const { return timed_out_.load(); }
 
@@ -63,6 +75,7 @@ class Gate {
   std::latch latch_{1};
   std::atomic<bool> opened_{false};
   std::atomic<bool> timed_out_{false};
+  std::atomic<int> waiters_{0};
   std::thread watchdog_;
 };
 
@@ -81,8 +94,7 @@ class WaitForVarTest : public EngineTest {
     pushers_.emplace_back([=, this] {
       engine().PushSync(
           [=](RunContext) {
-            ++*started;
-            gate->Wait();
+            gate->Wait(started);
             if (then) then();
           },
           r, w, {.name = "blocking"});
