@@ -309,14 +309,17 @@ void DependencyEngine::Submit(OprBlock* block, std::string_view where) {
   }
   OprBlock* submitted = block;
   // NaiveEngine: a push returns once its op has finished, even when the op
-  // completes from another thread. An op still waiting for its vars (pushed
-  // from another thread while an op holds them) finishes later.
+  // completes from another thread, or waits for its vars (pushed from
+  // another thread while an op holds them) and is then run by the thread
+  // that releases them. `done` lives on this frame, so the push must not
+  // return before it is notified.
   std::optional<Notification> done;
   if (executor_->inline_dispatch() && may_block) submitted->done = &done.emplace();
-  if (!submitted->DecrementWait()) return;
-  ReadyList ready;
-  ready.Add(submitted);
-  Dispatch(ready);
+  if (submitted->DecrementWait()) {
+    ReadyList ready;
+    ready.Add(submitted);
+    Dispatch(ready);
+  }
   if (done) done->WaitForNotification();
 }
 

@@ -41,6 +41,47 @@ TEST_P(DependencyEngineTest, ConflictingOpsRunInPushOrder) {
   for (int i = 0; i < 500; ++i) ASSERT_EQ(order[i], i);
 }
 
+// A push from a second thread while another thread's op holds its var: the
+// op runs after the holder, and on NaiveEngine the push returns only once
+// its op has run (it used to return at once, leaving the op a pointer into
+// the finished push's frame).
+TEST_P(DependencyEngineTest, PushFromAnotherThreadWaitsForTheHolder) {
+  VarHandle v = engine().NewVariable();
+  std::atomic<bool> release{false};
+  std::atomic<int> holding{0};
+  std::vector<int> order;  // guarded by the engine: both ops write v
+  std::thread holder([&] {
+    engine().PushSync(
+        [&](RunContext) {
+          ++holding;
+          while (!release.load()) std::this_thread::yield();
+          order.push_back(1);
+        },
+        {}, {v});
+  });
+  ASSERT_TRUE(AwaitCount(holding, 1, milliseconds(5000)));
+  std::atomic<bool> ran{false};
+  std::atomic<bool> pushed{false};
+  std::thread second([&] {
+    engine().PushSync(
+        [&](RunContext) {
+          order.push_back(2);
+          ran = true;
+        },
+        {}, {v});
+    if (is_naive()) EXPECT_TRUE(ran.load()) << "a NaiveEngine push returned before its op ran";
+    pushed = true;
+  });
+  std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_FALSE(ran.load()) << "the second write ran while the first held the var";
+  release = true;
+  holder.join();
+  second.join();
+  engine().WaitForAll();
+  EXPECT_TRUE(pushed.load());
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+}
+
 TEST_P(DependencyEngineTest, ReadsBetweenWritesRunConcurrently) {
   if (is_naive() || GetParam().workers < 2) GTEST_SKIP() << "needs two workers";
   VarHandle v = engine().NewVariable();
