@@ -84,33 +84,35 @@ using KernelCpu = void (*)(const TbeArgs&);
 // the op's deferred check (empty without validation).
 using KernelGpu = engine::DeferredCheck (*)(const TbeArgs&, const TbeDeviceTables&, const GpuRun&);
 
+// With validation the forward marks bad bags as it reads them: no pass
+// of its own (tbe_fault.h).
 engine::DeferredCheck ForwardGpu(const TbeArgs& args, const TbeDeviceTables& /*tables*/,
                                  const GpuRun& run) {
   std::optional<internal::TbeGpuValidation> validation;
-  if (run.validate) {
-    validation.emplace(args, run.device, run.stream, *run.memory.device, *run.memory.pinned);
-  }
-  internal::TbeForwardCuda(args, run.device, run.stream);
-  return validation ? validation->Check(internal::TbeOpName(args)) : engine::DeferredCheck();
+  if (run.validate) validation.emplace(args, run.stream, *run.memory.device, *run.memory.pinned);
+  internal::TbeForwardCuda(args, validation ? validation->first_bad() : nullptr, run.device,
+                           run.stream);
+  return validation ? validation->Finish(internal::TbeOpName(args)) : engine::DeferredCheck();
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The host plans the backward (one register shape, its chunking), so that
-// only the kernels it needs are launched. With validation, the check runs
-// first and the backward skips a bad batch on the device.
+// only the kernels it needs are launched. With validation, the bad bags are
+// marked first and the backward skips a bad batch on the device.
 engine::DeferredCheck BackwardGpu(const TbeArgs& args, const TbeDeviceTables& tables,
                                   const GpuRun& run) {
   std::optional<internal::TbeGpuValidation> validation;
   if (run.validate) {
-    validation.emplace(args, run.device, run.stream, *run.memory.device, *run.memory.pinned);
+    validation.emplace(args, run.stream, *run.memory.device, *run.memory.pinned);
+    validation->MarkBadBags();
   }
   const bool aligned = Aligned16(args.grad_output) && Aligned16(args.weights);
   const internal::TbeBackwardPlan plan =
       internal::PlanTbeBackward(tables.summary(), args.total_dim, args.num_indices, aligned);
   internal::TbeBackwardCuda(args, plan, validation ? validation->first_bad() : nullptr,
                             *run.memory.device, run.device, run.stream);
-  return validation ? validation->Check(internal::TbeOpName(args)) : engine::DeferredCheck();
+  return validation ? validation->Finish(internal::TbeOpName(args)) : engine::DeferredCheck();
 }
 
 // The pushed kernel: on the CPU, `cpu` on the host arrays (it validates as

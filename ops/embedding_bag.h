@@ -26,8 +26,10 @@
 // [0, 1000) (indices[523])" (the first bad bag in (table, bag) order). Bad
 // entries are never read or written out of bounds, whatever the options.
 //  - CPU: the kernels check as they go; the op fails when it runs.
-//  - GPU with options.validate (the default): check kernels run on the
-//    op's stream and leave the first fault in a record that the host reads
+//  - GPU with options.validate (the default): the kernels mark bad bags on
+//    the op's stream (the forward as it reads each entry, the backward in a
+//    pass before it updates anything) and leave the first fault in a
+//    record that the host reads
 //    once the op's GPU work is done, so that no worker waits for the GPU
 //    (engine.h, OnComplete::WithCheck). The error reaches the caller at the
 //    latest at the next wait on the op's outputs: WaitForVar on one

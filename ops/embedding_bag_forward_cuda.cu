@@ -1,5 +1,6 @@
-// TbeForwardCuda: the TBE forward on the GPU (the check kernels of its
-// validation are in ops/internal/tbe_fault_cuda.cu).
+// TbeForwardCuda: the TBE forward on the GPU; with validation it marks the
+// first bad bag as it reads (the other check kernels are in
+// ops/internal/tbe_fault_cuda.cu).
 //
 // Forward, FBGEMM's layout: one warp per (table, bag), bags of one table on
 // neighbouring warps (hot rows of a table meet in L2). A 128-dim f32 row is one
@@ -156,9 +157,9 @@ __device__ __forceinline__ const Weight* ShflPointer(const Weight* p, int src) {
 // computes where its row's columns start (null: skipped), so a load costs
 // one pointer shuffle and no multiply; the weight is shuffled only when
 // there are per-sample weights. Every branch around a shuffle is
-// warp-uniform.
+// warp-uniform. Returns whether this lane read an index out of range.
 template <int V, typename Index, typename Weight>
-__device__ __forceinline__ void PoolColumns(const WarpBag<Index, Weight>& bag, int64_t c0, int cols,
+__device__ __forceinline__ bool PoolColumns(const WarpBag<Index, Weight>& bag, int64_t c0, int cols,
                                             int lane) {
   const int lanes = NextPow2((cols + V - 1) / V);
   const int groups = kWarp / lanes;
@@ -167,6 +168,7 @@ __device__ __forceinline__ void PoolColumns(const WarpBag<Index, Weight>& bag, i
   const bool active = col < cols;
   const bool weighted = bag.per_sample_weights != nullptr;
   float sum[V] = {};
+  bool bad_index = false;
   for (int64_t base = bag.start; base < bag.end; base += kWarp) {
     const int n = static_cast<int>(min(int64_t{kWarp}, bag.end - base));
     // Lane j holds entry base + j: its row's columns and its weight.
@@ -179,6 +181,8 @@ __device__ __forceinline__ void PoolColumns(const WarpBag<Index, Weight>& bag, i
         my_src =
             (slot >= 0 ? bag.slots + slot * bag.slot_stride : bag.table + index * bag.dim) + c0;
         if (weighted) my_weight = bag.per_sample_weights[base + lane];
+      } else {
+        bad_index = true;
       }
     }
     for (int j = 0; j < n; j += groups * kUnroll) {
@@ -212,25 +216,27 @@ __device__ __forceinline__ void PoolColumns(const WarpBag<Index, Weight>& bag, i
     for (int e = 0; e < V; ++e) sum[e] *= bag.scale;
     Store(bag.out + c0 + col, sum);
   }
+  return bad_index;
 }
 
+// Returns whether this lane read an index out of range.
 template <int V, typename Index, typename Weight>
-__device__ __forceinline__ void PoolBag(const WarpBag<Index, Weight>& bag, int lane) {
+__device__ __forceinline__ bool PoolBag(const WarpBag<Index, Weight>& bag, int lane) {
+  bool bad_index = false;
   for (int64_t c0 = 0; c0 < bag.dim; c0 += kWarp * V) {
-    PoolColumns<V>(bag, c0, static_cast<int>(min(int64_t{kWarp * V}, bag.dim - c0)), lane);
+    bad_index |=
+        PoolColumns<V>(bag, c0, static_cast<int>(min(int64_t{kWarp * V}, bag.dim - c0)), lane);
   }
+  return bad_index;
 }
 
-// kMinBlocksPerSm blocks an SM: 32 warps, kUnroll rows in flight each.
+// Pools bag g into its output; with `check` (validation) returns, for the
+// whole warp, whether the bag is bad: its offsets, or an index it reads.
 template <typename Index, typename Weight>
-__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
-    ForwardKernel(const TbeArgs args, const Index* indices, const Index* offsets) {
-  const int64_t g = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
-  if (g >= int64_t{args.num_tables} * args.batch_size) return;  // the whole warp
-  const int lane = threadIdx.x % kWarp;
+__device__ __forceinline__ bool ForwardBag(const TbeArgs& args, const Index* indices,
+                                           const Index* offsets, int64_t g, int lane, bool check) {
   const int t = static_cast<int>(g / args.batch_size);
   const int64_t b = g - t * args.batch_size;
-
   WarpBag<Index, Weight> bag;
   ReadBag(offsets, g, args.num_indices, bag.start, bag.end);
   bag.indices = indices;
@@ -250,26 +256,49 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   const bool vectors = bag.dim % 4 == 0 &&
                        reinterpret_cast<uintptr_t>(bag.table) % (4 * sizeof(Weight)) == 0 &&
                        reinterpret_cast<uintptr_t>(bag.out) % 16 == 0 && slots_aligned;
-  if (vectors) {
-    PoolBag<4>(bag, lane);
-  } else {
-    PoolBag<1>(bag, lane);
+  const bool bad_index = vectors ? PoolBag<4>(bag, lane) : PoolBag<1>(bag, lane);
+  if (!check) return false;
+  const int64_t num_bags = int64_t{args.num_tables} * args.batch_size;
+  const bool bad_offsets =
+      CheckBagOffsets(t, b, g, num_bags, offsets[g], offsets[g + 1], args.num_indices).kind !=
+      TbeFaultKind::kNone;
+  return __any_sync(kFullMask, bad_index || bad_offsets);
+}
+
+// kMinBlocksPerSm blocks an SM: 32 warps, kUnroll rows in flight each.
+// With `mark_bad` (validation), a bad bag is marked there as
+// TbeMarkBadBagsCuda would: the smallest bad g wins. (Describing the fault
+// in the grid's last block instead of a one-warp kernel after it was
+// slower: every block then waits for its slowest warp and a fence.)
+template <typename Index, typename Weight>
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
+    ForwardKernel(const TbeArgs args, const Index* indices, const Index* offsets,
+                  unsigned long long* mark_bad) {
+  const int64_t g = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (g >= int64_t{args.num_tables} * args.batch_size) return;  // the whole warp
+  const int lane = threadIdx.x % kWarp;
+  if (ForwardBag<Index, Weight>(args, indices, offsets, g, lane, mark_bad != nullptr) &&
+      lane == 0) {
+    atomicMin(mark_bad, static_cast<unsigned long long>(g));
   }
 }
 
 template <typename Index>
 void LaunchForward(const TbeArgs& args, const Index* indices, const Index* offsets,
-                   cudaStream_t stream) {
+                   unsigned long long* mark_bad, cudaStream_t stream) {
   const unsigned blocks = BlocksFor(NumBags(args), "TbeForwardCuda");
   switch (args.weight_type) {
     case WeightType::kF32:
-      ForwardKernel<Index, float><<<blocks, kThreads, 0, stream>>>(args, indices, offsets);
+      ForwardKernel<Index, float>
+          <<<blocks, kThreads, 0, stream>>>(args, indices, offsets, mark_bad);
       break;
     case WeightType::kF16:
-      ForwardKernel<Index, __half><<<blocks, kThreads, 0, stream>>>(args, indices, offsets);
+      ForwardKernel<Index, __half>
+          <<<blocks, kThreads, 0, stream>>>(args, indices, offsets, mark_bad);
       break;
     case WeightType::kBF16:
-      ForwardKernel<Index, __nv_bfloat16><<<blocks, kThreads, 0, stream>>>(args, indices, offsets);
+      ForwardKernel<Index, __nv_bfloat16>
+          <<<blocks, kThreads, 0, stream>>>(args, indices, offsets, mark_bad);
       break;
   }
   CudaCheckLaunch("ForwardKernel", "EmbeddingBagForward");
@@ -277,13 +306,14 @@ void LaunchForward(const TbeArgs& args, const Index* indices, const Index* offse
 
 }  // namespace
 
-void TbeForwardCuda(const TbeArgs& args, int device, void* stream) {
+void TbeForwardCuda(const TbeArgs& args, unsigned long long* mark_bad, int /*device*/,
+                    void* stream) {
   if (NumBags(args) == 0) return;
   const auto s = static_cast<cudaStream_t>(stream);
   if (args.offsets32 != nullptr) {
-    LaunchForward(args, args.indices32, args.offsets32, s);
+    LaunchForward(args, args.indices32, args.offsets32, mark_bad, s);
   } else {
-    LaunchForward(args, args.indices64, args.offsets64, s);
+    LaunchForward(args, args.indices64, args.offsets64, mark_bad, s);
   }
 }
 

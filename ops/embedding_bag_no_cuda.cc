@@ -8,13 +8,19 @@
 
 namespace ember::ops::internal {
 
-void TbeForwardCuda(const TbeArgs&, int, void*) { ThrowNoCuda("TbeForwardCuda"); }
+void TbeForwardCuda(const TbeArgs&, unsigned long long*, int, void*) {
+  ThrowNoCuda("TbeForwardCuda");
+}
 void TbeBackwardCuda(const TbeArgs&, const TbeBackwardPlan&, const unsigned long long*,
                      storage::StorageManager&, int, void*) {
   ThrowNoCuda("TbeBackwardCuda");
 }
-void TbeFindFaultCuda(const TbeArgs&, TbeFaultRecord*, TbeFault*, int, void*) {
-  ThrowNoCuda("TbeFindFaultCuda");
+void TbeResetFaultCuda(const TbeArgs&, TbeFaultRecord*, void*) { ThrowNoCuda("TbeResetFaultCuda"); }
+void TbeMarkBadBagsCuda(const TbeArgs&, unsigned long long*, void*) {
+  ThrowNoCuda("TbeMarkBadBagsCuda");
+}
+void TbeDescribeFaultCuda(const TbeArgs&, const TbeFaultRecord*, TbeFault*, void*) {
+  ThrowNoCuda("TbeDescribeFaultCuda");
 }
 void TbeUploadCuda(const int64_t*, int64_t, int64_t*, int, void*) { ThrowNoCuda("TbeUploadCuda"); }
 

@@ -36,8 +36,10 @@
 #include "engine/base/device.h"
 #include "engine/engine.h"
 #include "engine/error.h"
+#include "storage/storage.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/data_choice.h"
+#include "tools/train/dist/shard_planner.h"
 #include "tools/train/report.h"
 #include "tools/train/runs.h"
 #include "tools/train/tool_checks.h"
@@ -97,6 +99,16 @@ ABSL_FLAG(bool, compare, false,
 ABSL_FLAG(std::string, json, "", "write the summary (and comparison) as JSON here");
 ABSL_FLAG(bool, deterministic, true, "ask for run-to-run identical embedding backward passes");
 ABSL_FLAG(int, pipeline_depth, 3, "batches in flight");
+ABSL_FLAG(bool, plan, false,
+          "print how the tables would be sharded over --gpus GPUs (--sharding, --shard_plan, "
+          "--gpu_memory) and exit");
+ABSL_FLAG(int, gpus, 1, "GPUs to shard the tables over (--plan; training uses one GPU)");
+ABSL_FLAG(std::string, sharding, "auto", "the planner's policy: auto, table or row");
+ABSL_FLAG(std::string, shard_plan, "",
+          "a plan to check and print instead of the planner's: comma-separated 'table:gpu' or "
+          "'table:row'");
+ABSL_FLAG(int64_t, gpu_memory, 0,
+          "bytes of each GPU that the tables' shards may use (--plan; 0: GPU 0's free memory)");
 
 namespace {
 
@@ -213,7 +225,76 @@ struct Command {
   int64_t trace_warmup = 0;
   bool compare = false;
   std::string json;
+  // --plan: print the tables' shard plan instead of training.
+  bool plan = false;
+  int gpus = 1;
+  ember::train::ShardPlannerOptions planner;
+  std::string shard_plan;
 };
+
+// --plan and its inputs. Training itself runs on one GPU for now, so more
+// GPUs are refused without --plan rather than ignored.
+void ReadPlanFlags(Command& c) {
+  c.plan = absl::GetFlag(FLAGS_plan);
+  c.gpus = absl::GetFlag(FLAGS_gpus);
+  CheckRange("gpus", c.gpus, 1, 4096);
+  if (c.gpus > 1 && !c.plan) {
+    Bad(
+        fmt::format("--gpus={}: training runs on one GPU for now; --plan prints how the tables "
+                    "would be sharded over {} GPUs",
+                    c.gpus, c.gpus));
+  }
+  c.planner.policy = ParseShardingPolicy(absl::GetFlag(FLAGS_sharding));
+  c.shard_plan = absl::GetFlag(FLAGS_shard_plan);
+  const int64_t memory = absl::GetFlag(FLAGS_gpu_memory);
+  CheckRange("gpu_memory", static_cast<double>(memory), 0, 1ll << 50);
+  if (!c.plan) return;
+  if (memory == 0 && ember::GpuCount() == 0) {
+    Bad("--plan on a machine without a GPU needs --gpu_memory (bytes each GPU may use)");
+  }
+  const double budget = memory > 0 ? static_cast<double>(memory)
+                                   : static_cast<double>(ember::storage::DeviceFreeBytes(0));
+  c.planner.gpu_budget_bytes.assign(c.gpus, budget);
+}
+
+// What the planner needs of each table: the bytes its cached rows keep on
+// their GPU (the cache's load factor of each row and its slot state;
+// rows and optimizer state stay in host-reachable memory) and its lookups.
+std::vector<ShardingTable> ShardingTablesOf(const Command& c) {
+  const ModelConfig& m = c.train.model;
+  const ember::cache::CacheOptions& cache = c.train.placement.cache;
+  const double element = m.embedding_dtype == ember::storage::DType::kF32 ? 4 : 2;
+  const double slot_bytes =
+      static_cast<double>(m.embedding_dim) * element + 20;  // a way's row and state
+  double rows = 0;
+  for (int64_t r : m.table_rows) rows += static_cast<double>(r);
+  const double load_factor =
+      cache.cache_bytes > 0
+          ? std::min(1.0, static_cast<double>(cache.cache_bytes) / (rows * slot_bytes))
+          : cache.load_factor;
+  const bool synthetic = c.data.train.kind == DataChoice::Kind::kSynthetic;
+  std::vector<ShardingTable> tables;
+  for (int64_t r : m.table_rows) {
+    tables.push_back({.rows = r,
+                      .dim = m.embedding_dim,
+                      .resident_bytes_per_row = load_factor * slot_bytes,
+                      .lookups_per_batch = (synthetic ? c.data.pooling : 1.0) *
+                                           static_cast<double>(c.data.batch_size)});
+  }
+  return tables;
+}
+
+int PrintPlan(const Command& c) {
+  const std::vector<ShardingTable> tables = ShardingTablesOf(c);
+  const ShardPlan plan = c.shard_plan.empty()
+                             ? PlanShards(tables, c.planner)
+                             : ParseShardPlan(c.shard_plan, c.train.model.num_tables(), c.gpus);
+  CheckShardPlan(plan, tables, c.planner.gpu_budget_bytes);
+  std::printf("ember-train --plan: %s over %d GPU(s), %s\n", c.train.model.Describe().c_str(),
+              c.gpus, c.shard_plan.empty() ? "the planner's plan" : "the given plan");
+  std::printf("%s", DescribeShardPlan(plan, tables, c.planner.gpu_budget_bytes).c_str());
+  return 0;
+}
 
 // Flags -> options, every value checked (docs/train.md, "Bad input").
 Command FromFlags() {
@@ -289,11 +370,12 @@ Command FromFlags() {
                         : m.optimizer.kind == Optimizer::kAdagrad ? 4 * tbe.total_rows()
                                                                   : 0;
   const int64_t home = tbe.total_elements() * element + state;
-  if (home > PhysicalMemoryBytes()) {
+  if (home > PhysicalMemoryBytes() && !absl::GetFlag(FLAGS_plan)) {  // a plan allocates nothing
     Bad(
         fmt::format("the tables need {:.1f} GiB of host-reachable memory (rows and optimizer "
                     "state); this machine has {:.1f} GiB",
-                    home / 1073741824.0, PhysicalMemoryBytes() / 1073741824.0));
+                    static_cast<double>(home) / 1073741824.0,
+                    static_cast<double>(PhysicalMemoryBytes()) / 1073741824.0));
   }
 
   // The run.
@@ -355,6 +437,7 @@ Command FromFlags() {
       d.examples == 0) {
     Bad("--compare needs an end: --steps or --examples");
   }
+  ReadPlanFlags(c);
   t.Validate();
   return c;
 }
@@ -375,6 +458,7 @@ void WriteJson(const std::string& path, const Json& json) {
 }
 
 int Run(const Command& c) {
+  if (c.plan) return PrintPlan(c);
   const DataFactory data = MakeDataFactory(c.data, c.train.model);
   RunHooks hooks;
   hooks.stop = &g_stop;

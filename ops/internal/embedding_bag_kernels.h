@@ -22,6 +22,7 @@ class StorageManager;
 namespace ember::ops::internal {
 
 struct TbeBackwardPlan;  // tbe_plan.h
+struct TbeFaultRecord;   // below
 
 // The widest row TbeBackwardCuda takes: its reduce keeps a row's gradient
 // in registers, 8 float4 a lane. The push functions refuse wider tables on
@@ -35,8 +36,11 @@ inline constexpr int64_t kTbeBackwardCudaMaxRows = int64_t{0xffffffff};
 void TbeForwardCpu(const TbeArgs& args);
 void TbeBackwardCpu(const TbeArgs& args);
 
-// Bad entries are skipped, never dereferenced.
-void TbeForwardCuda(const TbeArgs& args, int device, void* stream);
+// Bad entries are skipped, never dereferenced. With `mark_bad` (validation)
+// the forward also marks the first bad bag there as TbeMarkBadBagsCuda
+// would (atomicMin), checking each offset and index as it reads it: the
+// check costs a compare per entry and no pass of its own.
+void TbeForwardCuda(const TbeArgs& args, unsigned long long* mark_bad, int device, void* stream);
 
 // The backward with the host's `plan` (tbe_plan.h): one register shape,
 // launched alone. Temporaries (sort buffers, partial sums) come from
@@ -44,26 +48,28 @@ void TbeForwardCuda(const TbeArgs& args, int device, void* stream);
 // (fenced) before it returns. Bad entries are skipped; when `skip_if_bad`
 // is set (validation), the whole batch is, so that a bad batch changes no
 // weight or optimizer state (as on the CPU): it points to the device word
-// where TbeFindFaultCuda, launched before on `stream`, leaves the first bad
+// where TbeMarkBadBagsCuda, launched before on `stream`, leaves the first bad
 // bag (kTbeNoBadBag when none).
 void TbeBackwardCuda(const TbeArgs& args, const TbeBackwardPlan& plan,
                      const unsigned long long* skip_if_bad, storage::StorageManager& memory,
                      int device, void* stream);
 
-// Where the check kernels leave their verdict on the device: the smallest
-// bad bag g = t * B + b, then that bag's fault.
+// Where the check kernels mark the first bad bag on the device: the
+// smallest bad g = t * B + b.
 inline constexpr unsigned long long kTbeNoBadBag = ~0ull;
 struct TbeFaultRecord {
   unsigned long long first_bad;  // kTbeNoBadBag: none
-  TbeFault fault;                // kNone when first_bad is
 };
 
-// Launches on `stream` the check of args' batch: resets `record` (device
-// memory), finds the first bad bag (embedding_bag_fault.h's order) and
-// describes its fault as the CPU kernels would, then copies that fault
-// into `host` (pinned host memory) asynchronously. Nothing waits; `host`
-// holds the verdict once the stream has passed this work.
-void TbeFindFaultCuda(const TbeArgs& args, TbeFaultRecord* record, TbeFault* host, int device,
-                      void* stream);
+// The check of args' batch, on `stream`, in the order: reset `record`
+// (device memory), mark the first bad bag (embedding_bag_fault.h's order)
+// by TbeMarkBadBagsCuda or by a kernel that checks as it reads, then
+// describe its fault as the CPU kernels would into `host` (pinned host
+// memory, written by the GPU). Nothing waits; `host` holds the verdict
+// (kind kNone: no fault) once the stream has passed this work.
+void TbeResetFaultCuda(const TbeArgs& args, TbeFaultRecord* record, void* stream);
+void TbeMarkBadBagsCuda(const TbeArgs& args, unsigned long long* first_bad, void* stream);
+void TbeDescribeFaultCuda(const TbeArgs& args, const TbeFaultRecord* record, TbeFault* host,
+                          void* stream);
 
 }  // namespace ember::ops::internal

@@ -12,20 +12,26 @@
 
 namespace ember::ops::internal {
 
-TbeGpuValidation::TbeGpuValidation(const TbeArgs& args, int device, void* stream,
+TbeGpuValidation::TbeGpuValidation(const TbeArgs& args, void* stream,
                                    storage::StorageManager& device_memory,
                                    storage::StorageManager& pinned_memory)
-    : device_(device_memory.Alloc(sizeof(TbeFaultRecord), stream)),
+    : args_(args),
+      stream_(stream),
+      device_(device_memory.Alloc(sizeof(TbeFaultRecord), stream)),
       host_(std::make_shared<storage::Buffer>(pinned_memory.Alloc(sizeof(TbeFault), stream))) {
-  TbeFindFaultCuda(args, static_cast<TbeFaultRecord*>(device_.data()),
-                   static_cast<TbeFault*>(host_->data()), device, stream);
+  TbeResetFaultCuda(args_, record(), stream_);
 }
 
-const unsigned long long* TbeGpuValidation::first_bad() const {
-  return &static_cast<const TbeFaultRecord*>(device_.data())->first_bad;
+TbeFaultRecord* TbeGpuValidation::record() const {
+  return static_cast<TbeFaultRecord*>(device_.data());
 }
 
-engine::DeferredCheck TbeGpuValidation::Check(const char* op) const {
+void TbeGpuValidation::MarkBadBags() { TbeMarkBadBagsCuda(args_, first_bad(), stream_); }
+
+unsigned long long* TbeGpuValidation::first_bad() const { return &record()->first_bad; }
+
+engine::DeferredCheck TbeGpuValidation::Finish(const char* op) {
+  TbeDescribeFaultCuda(args_, record(), static_cast<TbeFault*>(host_->data()), stream_);
   return [host = host_, op]() -> std::exception_ptr {
     const TbeFault& fault = *static_cast<const TbeFault*>(host->data());
     if (fault.kind == TbeFaultKind::kNone) return nullptr;

@@ -3,20 +3,25 @@
 // TbeGpuValidation: a TBE op's validation on the GPU that never stalls its
 // worker (embedding_bag.h, "Validation").
 //
-// On the op's stream, TbeFindFaultCuda resets a fault record in device
-// memory, finds the batch's first bad bag and describes its fault as the
-// CPU kernels would, and copies that fault into pinned host memory. The op
-// completes through OnComplete::WithCheck(Check(op)): the engine runs the
-// check on the host once the op's GPU work is known done (at the first
-// wait that covers it: WaitForVar on an output, a CPU op reading one,
-// WaitForAll), and it returns the InvalidArgument the CPU kernels would
-// throw, or null. Why: the check used to end with a stream sync on the
-// worker, which idled the GPU between ops and held the worker for it.
+// On the op's stream: the constructor resets a fault record in device
+// memory; bad bags are marked in it, by MarkBadBags (a pass of its own, for
+// a backward that must know before it updates anything) or by the op's own
+// kernel as it reads (the forward: a compare per entry); Finish describes
+// the first bad bag's fault as the CPU kernels would, straight into pinned
+// host memory, and returns the check to complete the op with
+// (OnComplete::WithCheck): the engine runs it on the host once the op's
+// GPU work is known done (at the first wait that covers it: WaitForVar on
+// an output, a CPU op reading one, WaitForAll), and it returns the
+// InvalidArgument the CPU kernels would throw, or null. Why: the check
+// used to end with a stream sync on the worker, which idled the GPU
+// between ops and held the worker for it.
 //
 // Memory. The device record comes from the op's device manager and goes
 // back with this object (fenced after the launches on the stream); the
-// pinned copy comes from the pinned manager, is shared with the check, and
-// goes back when the engine drops the check, after reading it.
+// fault's pinned memory comes from the pinned manager (cudaHostAlloc
+// memory, which the GPU writes directly under unified addressing), is
+// shared with the check, and goes back when the engine drops the check,
+// after reading it.
 //
 // Thread safety: used by the op's worker; the check may run on any thread.
 
@@ -29,25 +34,36 @@
 
 namespace ember::ops::internal {
 
+struct TbeFaultRecord;  // embedding_bag_kernels.h
+
 class TbeGpuValidation {
  public:
-  // Launches the check of args' batch (device pointers) on `stream`, of
-  // `device`, which is current. Throws CudaError, OutOfMemory.
-  TbeGpuValidation(const TbeArgs& args, int device, void* stream,
-                   storage::StorageManager& device_memory, storage::StorageManager& pinned_memory);
+  // Resets the record of args' batch on `stream` (of the current device).
+  // Throws CudaError, OutOfMemory.
+  TbeGpuValidation(const TbeArgs& args, void* stream, storage::StorageManager& device_memory,
+                   storage::StorageManager& pinned_memory);
   TbeGpuValidation(const TbeGpuValidation&) = delete;
   TbeGpuValidation& operator=(const TbeGpuValidation&) = delete;
 
-  // The first bad bag on the device (kTbeNoBadBag: none), for kernels
-  // launched after the check on the stream, while this object lives.
-  [[nodiscard]] const unsigned long long* first_bad() const;
+  // Marks the first bad bag by a pass of its own.
+  void MarkBadBags();
 
-  // The check to complete the op with; `op` (a literal) names it in the
-  // error. Reads the pinned copy: run it only once the stream has passed
-  // the launches (the engine does).
-  [[nodiscard]] engine::DeferredCheck Check(const char* op) const;
+  // The first bad bag on the device (kTbeNoBadBag: none): marked there
+  // (atomicMin) by a kernel that checks as it reads, or read by kernels
+  // launched after MarkBadBags, while this object lives.
+  [[nodiscard]] unsigned long long* first_bad() const;
+
+  // After the marking: describes the first bad bag's fault and returns the
+  // check to complete the op with, which reads it (the engine runs it only
+  // once the stream has passed these launches). `op` (a literal) names the
+  // op in the error.
+  [[nodiscard]] engine::DeferredCheck Finish(const char* op);
 
  private:
+  [[nodiscard]] TbeFaultRecord* record() const;
+
+  const TbeArgs& args_;  // the op's, which outlives this object
+  void* stream_;
   storage::Buffer device_;                 // a TbeFaultRecord
   std::shared_ptr<storage::Buffer> host_;  // its TbeFault, pinned
 };

@@ -1,7 +1,8 @@
-// TbeFindFaultCuda (embedding_bag_kernels.h): a TBE batch's first bad entry,
-// found on the GPU and described as the CPU kernels would, then copied into
-// pinned host memory; nothing waits for it here (tbe_fault.h says who reads
-// it, and when).
+// The check kernels of a TBE batch (embedding_bag_kernels.h): reset the
+// fault record, mark the first bad bag (a pass of its own; the forward
+// marks as it reads instead), describe that bag's fault as the CPU kernels
+// would, straight into pinned host memory. Nothing waits for it here
+// (tbe_fault.h says who reads it, and when).
 
 #include <cuda_runtime.h>
 
@@ -49,12 +50,14 @@ __global__ void __launch_bounds__(kThreads)
   if (bad && lane == 0) atomicMin(first_bad, static_cast<unsigned long long>(g));
 }
 
-// One warp: describes the fault of bag record->first_bad, as the CPU would.
+// One warp: describes the fault of bag *first_bad_bag, as the CPU would,
+// into `host` (pinned host memory, which the GPU writes directly: a copy on
+// the stream cost the op more than this kernel).
 template <typename Index>
 __global__ void DescribeFaultKernel(const TbeArgs args, const Index* indices, const Index* offsets,
-                                    TbeFaultRecord* record) {
+                                    const unsigned long long* first_bad_bag, TbeFault* host) {
   const int lane = threadIdx.x;
-  const unsigned long long first_bad = record->first_bad;
+  const unsigned long long first_bad = *first_bad_bag;
   TbeFault fault;
   if (first_bad != kTbeNoBadBag) {
     const auto g = static_cast<int64_t>(first_bad);
@@ -76,42 +79,51 @@ __global__ void DescribeFaultKernel(const TbeArgs args, const Index* indices, co
       fault.bound = args.rows[t];
     }
   }
-  if (lane == 0) record->fault = fault;
+  if (lane == 0) *host = fault;
 }
 
 template <typename Index>
-void Launch(const TbeArgs& args, const Index* indices, const Index* offsets, TbeFaultRecord* record,
-            cudaStream_t stream) {
+void LaunchMark(const TbeArgs& args, const Index* indices, const Index* offsets,
+                unsigned long long* first_bad, cudaStream_t stream) {
   const int64_t num_bags = int64_t{args.num_tables} * args.batch_size;
   const int64_t blocks = (num_bags + kWarpsPerBlock - 1) / kWarpsPerBlock;
   if (blocks > INT_MAX) {
     throw InvalidArgument("[" + std::string(TbeOpName(args)) + "] " + std::to_string(num_bags) +
                           " bags are more than one launch can take");
   }
-  if (blocks > 0) {
-    FindFaultKernel<Index><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        args, indices, offsets, &record->first_bad);
-    CudaCheckLaunch("FindFaultKernel", TbeOpName(args));
-  }
-  DescribeFaultKernel<Index><<<1, kWarp, 0, stream>>>(args, indices, offsets, record);
-  CudaCheckLaunch("DescribeFaultKernel", TbeOpName(args));
+  if (blocks == 0) return;
+  FindFaultKernel<Index>
+      <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args, indices, offsets, first_bad);
+  CudaCheckLaunch("FindFaultKernel", TbeOpName(args));
 }
 
 }  // namespace
 
-void TbeFindFaultCuda(const TbeArgs& args, TbeFaultRecord* record, TbeFault* host, int /*device*/,
-                      void* stream) {
-  const cudaStream_t s = AsStream(stream);
-  const char* op = TbeOpName(args);
-  CudaCheckForOp(cudaMemsetAsync(&record->first_bad, 0xff, sizeof(record->first_bad), s),
-                 "cudaMemsetAsync of the fault record", op);
+void TbeResetFaultCuda(const TbeArgs& args, TbeFaultRecord* record, void* stream) {
+  CudaCheckForOp(
+      cudaMemsetAsync(&record->first_bad, 0xff, sizeof(record->first_bad), AsStream(stream)),
+      "cudaMemsetAsync of the fault record", TbeOpName(args));
+}
+
+void TbeMarkBadBagsCuda(const TbeArgs& args, unsigned long long* first_bad, void* stream) {
   if (args.offsets32 != nullptr) {
-    Launch(args, args.indices32, args.offsets32, record, s);
+    LaunchMark(args, args.indices32, args.offsets32, first_bad, AsStream(stream));
   } else {
-    Launch(args, args.indices64, args.offsets64, record, s);
+    LaunchMark(args, args.indices64, args.offsets64, first_bad, AsStream(stream));
   }
-  CudaCheckForOp(cudaMemcpyAsync(host, &record->fault, sizeof(TbeFault), cudaMemcpyDeviceToHost, s),
-                 "cudaMemcpyAsync of the fault record", op);
+}
+
+void TbeDescribeFaultCuda(const TbeArgs& args, const TbeFaultRecord* record, TbeFault* host,
+                          void* stream) {
+  const cudaStream_t s = AsStream(stream);
+  if (args.offsets32 != nullptr) {
+    DescribeFaultKernel<<<1, kWarp, 0, s>>>(args, args.indices32, args.offsets32,
+                                            &record->first_bad, host);
+  } else {
+    DescribeFaultKernel<<<1, kWarp, 0, s>>>(args, args.indices64, args.offsets64,
+                                            &record->first_bad, host);
+  }
+  CudaCheckLaunch("DescribeFaultKernel", TbeOpName(args));
 }
 
 }  // namespace ember::ops::internal

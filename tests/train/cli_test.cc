@@ -177,6 +177,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"train", {"--data=parquet:x"}, {}, "is not a data source"},
         BadCase{
             "train", {"--compare", "--checkpoint_dir=/tmp"}, {}, "--compare runs every schedule"},
+        BadCase{"train", {"--gpus=2"}, {}, "--gpus=2: training runs on one GPU for now"},
+        BadCase{"train", {"--plan", "--gpus=2", "--gpu_memory=-1"}, {}, "--gpu_memory=-1"},
+        BadCase{"train", {"--plan", "--sharding=column"}, {}, "unknown sharding 'column'"},
+        BadCase{"train",
+                {"--plan", "--gpus=2", "--gpu_memory=1000000", "--tables=3", "--shard_plan=0:0"},
+                {},
+                "[ParseShardPlan] table 1 is not placed"},
+        BadCase{"train",
+                {"--plan", "--gpus=2", "--gpu_memory=1000", "--sharding=table"},
+                {},
+                "fits on no GPU table-wise"},
         BadCase{"train", {}, {{"EMBER_LOG_LEVEL", "loud"}}, "EMBER_LOG_LEVEL"},
         BadCase{"train", {}, {{"ENGINE_TYPE", "FastEngine"}}, "NaiveEngine"},
         BadCase{"train",
@@ -202,6 +213,21 @@ TEST(CliTest, ResumeWithoutACheckpointIsRefused) {
   EXPECT_EQ(out.status, 2) << out.output;
   EXPECT_THAT(out.output, HasSubstr("--resume: there is no checkpoint in"));
   fs::remove_all(dir);
+}
+
+TEST(CliTest, PlanPrintsTheShardPlanAndExits) {
+  const Outcome out =
+      RunTool(EMBER_TRAIN_BIN, {"--device=cpu", "--plan", "--gpus=4", "--gpu_memory=1000000000",
+                                "--tables=5", "--rows=4000000,1000,1000,1000,1000"});
+  ASSERT_EQ(out.status, 0) << out.output;
+  EXPECT_THAT(out.output, HasSubstr("over 4 GPU(s), the planner's plan"));
+  EXPECT_THAT(out.output, HasSubstr("plan: 0:row,1:0,2:1,3:2,4:3"));
+  EXPECT_THAT(out.output, HasSubstr("imbalance (busiest GPU / mean)"));
+  const Outcome given =
+      RunTool(EMBER_TRAIN_BIN, {"--device=cpu", "--plan", "--gpus=2", "--gpu_memory=1000000000",
+                                "--tables=2", "--shard_plan=1:0,0:row"});
+  ASSERT_EQ(given.status, 0) << given.output;
+  EXPECT_THAT(given.output, HasSubstr("plan: 0:row,1:0"));
 }
 
 TEST(CliTest, ASmallRunPrintsItsSummaryJsonAndTrace) {

@@ -47,7 +47,7 @@ std::optional<std::pair<double, std::string>> BestTorch(const ShapeResult& r,
 
 // The ratios the targets check, per shape; absent when a side is missing.
 struct ShapeRatios {
-  std::optional<double> forward_vs_torch, forward_vs_gather_pct;
+  std::optional<double> forward_vs_torch, forward_vs_gather_pct, validate_kept_pct;
   std::optional<double> sgd_vs_torch, adagrad_vs_torch, sgd_det_vs_torch, adagrad_det_vs_torch;
 };
 
@@ -59,6 +59,7 @@ ShapeRatios Ratios(const ShapeResult& r) {
     if (auto g = ember("gather")) {
       q.forward_vs_gather_pct = 100 * (r.forward_bytes / *e) / (r.gather_bytes / *g);
     }
+    if (auto v = ember("forward_validate")) q.validate_kept_pct = 100 * *e / *v;
   }
   const std::pair<std::optional<double>*, const char*> backward[] = {
       {&q.sgd_vs_torch, "sgd"},
@@ -179,6 +180,13 @@ void BuildOpsTables(const OpsBenchOptions& options, OpsCasesResult* result) {
        "TBE forward, % of random-row gather",
        60,
        &ShapeRatios::forward_vs_gather_pct,
+       {}},
+      {"forward_validate_kept",
+       "%",
+       "forward validated, % of unvalidated",
+       "TBE forward with validation, % of its throughput without",
+       95,
+       &ShapeRatios::validate_kept_pct,
        {}},
       {"sgd_vs_torch",
        "x",

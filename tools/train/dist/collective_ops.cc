@@ -1,0 +1,105 @@
+#include "tools/train/dist/collective_ops.h"
+
+#include <cstddef>
+#include <span>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+
+namespace ember::train {
+namespace {
+
+using storage::DType;
+using storage::MemoryKind;
+using storage::Tensor;
+
+void CheckHost(const Tensor& t, const char* name, const std::string& what) {
+  if (!t || (t.kind() != MemoryKind::kCpu && t.kind() != MemoryKind::kPinned)) {
+    throw InvalidArgument(fmt::format(
+        "[CollectiveOps] '{}': `{}` must be a host tensor (kCpu or kPinned){}", what, name,
+        t ? fmt::format(", not {}", storage::ToString(t.kind())) : std::string()));
+  }
+}
+
+void CheckCounts(const Tensor& t, const char* name, int world_size, const std::string& what) {
+  CheckHost(t, name, what);
+  if (t.dtype() != DType::kI64 || t.numel() != world_size) {
+    throw InvalidArgument(
+        fmt::format("[CollectiveOps] '{}': `{}` must be i64 of {} entries (one "
+                    "per rank), not {} of {}",
+                    what, name, world_size, storage::ToString(t.dtype()), t.numel()));
+  }
+}
+
+// Counts (i64 elements of `unit` bytes) as bytes.
+std::vector<int64_t> BytesOf(const int64_t* counts, int n, std::size_t unit) {
+  std::vector<int64_t> bytes(counts, counts + n);
+  for (int64_t& b : bytes) b *= static_cast<int64_t>(unit);
+  return bytes;
+}
+
+// The first `counts` bytes of `buffer`: the part a collective moves. Where
+// the counts add up past the buffer, all of it, which the communicator
+// refuses (breaking the group, so that the peers do not wait for this rank).
+std::span<std::byte> Covered(std::span<std::byte> buffer, const std::vector<int64_t>& counts) {
+  int64_t sum = 0;
+  for (int64_t c : counts) sum += c;
+  return sum >= 0 && static_cast<std::size_t>(sum) <= buffer.size()
+             ? buffer.first(static_cast<std::size_t>(sum))
+             : buffer;
+}
+
+// What an op keeps of a tensor: its buffer outlives the op (tensor.h), the
+// Tensor object need not.
+std::span<std::byte> BufferOf(const Tensor& t) {
+  return {static_cast<std::byte*>(t.data()), t.bytes()};
+}
+
+}  // namespace
+
+CollectiveOps::CollectiveOps(engine::Engine& engine, Communicator& comm)
+    : engine_(engine), comm_(comm), order_(engine.NewVariable()) {}
+
+CollectiveOps::~CollectiveOps() { engine_.DeleteVariable(order_); }
+
+void CollectiveOps::AllToAllV(const Tensor& send, const Tensor& send_counts, const Tensor& recv,
+                              const Tensor& recv_counts, std::string what) {
+  CheckHost(send, "send", what);
+  CheckHost(recv, "recv", what);
+  CheckCounts(send_counts, "send_counts", comm_.world_size(), what);
+  CheckCounts(recv_counts, "recv_counts", comm_.world_size(), what);
+  if (send.dtype() != recv.dtype()) {
+    throw InvalidArgument(fmt::format("[CollectiveOps] '{}': send is {} but recv is {}", what,
+                                      storage::ToString(send.dtype()),
+                                      storage::ToString(recv.dtype())));
+  }
+  const std::size_t unit = storage::SizeOf(send.dtype());
+  auto run = [&comm = comm_, send = BufferOf(send), recv = BufferOf(recv),
+              send_counts = send_counts.data<int64_t>(), recv_counts = recv_counts.data<int64_t>(),
+              unit, what](engine::RunContext) {
+    const int n = comm.world_size();
+    const std::vector<int64_t> send_bytes = BytesOf(send_counts, n, unit);
+    const std::vector<int64_t> recv_bytes = BytesOf(recv_counts, n, unit);
+    comm.AllToAllV(Covered(send, send_bytes), send_bytes, Covered(recv, recv_bytes), recv_bytes,
+                   what);
+  };
+  engine_.PushSync(std::move(run), {send.var(), send_counts.var(), recv_counts.var()},
+                   {recv.var(), order_},
+                   {.prop = engine::FnProperty::kNoSkip, .name = "AllToAllV"});
+}
+
+void CollectiveOps::AllReduceSum(const Tensor& data, std::string what) {
+  CheckHost(data, "data", what);
+  if (data.dtype() != DType::kF32) {
+    throw InvalidArgument(fmt::format("[CollectiveOps] '{}': AllReduceSum takes f32, not {}", what,
+                                      storage::ToString(data.dtype())));
+  }
+  auto run = [&comm = comm_, values = std::span<float>(data.data<float>(), data.numel()),
+              what](engine::RunContext) { comm.AllReduceSum(values, what); };
+  engine_.PushSync(std::move(run), {}, {data.var(), order_},
+                   {.prop = engine::FnProperty::kNoSkip, .name = "AllReduceSum"});
+}
+
+}  // namespace ember::train

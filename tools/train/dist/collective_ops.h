@@ -1,0 +1,64 @@
+#pragma once
+
+// CollectiveOps: one rank's collectives (communicator.h) pushed as engine
+// ops, so that a sharded step stays a push order like any other.
+//
+// Order. A communicator needs every rank to issue its collectives in the
+// same order (NCCL deadlocks otherwise), and the engine may run two
+// independent ops in either order. Every collective of a rank therefore
+// also writes that rank's order var: the engine runs them in push order,
+// one at a time, and ranks that push the same sequence issue the same
+// sequence; what is not a collective still overlaps them freely.
+//
+// Errors. A collective that fails (a mismatch, a peer that never comes) is
+// its op's error, worded by the communicator with the rank and the
+// collective, and breaks the group: every later collective on every rank
+// fails at once, so no rank hangs. Collectives run even when an input
+// carries an error (kNoSkip): a rank whose batch failed still meets its
+// peers, which would otherwise wait for it until their timeout, and its
+// outputs pass the input's error on.
+//
+// Data. Host tensors (kCpu or kPinned) for now; counts are i64 host
+// tensors of world_size entries read when the op runs, so they may come
+// from an earlier collective (the lengths, then the indices).
+//
+// Thread safety: one thread pushes a rank's collectives (their order is
+// the push order); the ranks' objects are independent.
+
+#include <string>
+
+#include "engine/engine.h"
+#include "storage/tensor.h"
+#include "tools/train/dist/communicator.h"
+
+namespace ember::train {
+
+class CollectiveOps {
+ public:
+  // REQUIRES: `engine` and `comm` outlive this object and every op it
+  // pushed (WaitForAll before destroying them).
+  CollectiveOps(engine::Engine& engine, Communicator& comm);
+  ~CollectiveOps();
+  CollectiveOps(const CollectiveOps&) = delete;
+  CollectiveOps& operator=(const CollectiveOps&) = delete;
+
+  // Communicator::AllToAllV of `send`'s elements into `recv`, counted in
+  // elements by `send_counts` and `recv_counts`. Throws InvalidArgument at
+  // push for tensors that are not host tensors, dtypes that differ or
+  // counts that are not i64 of world_size entries; counts whose sums
+  // exceed the tensors are the op's error when it runs.
+  void AllToAllV(const storage::Tensor& send, const storage::Tensor& send_counts,
+                 const storage::Tensor& recv, const storage::Tensor& recv_counts, std::string what);
+
+  // Communicator::AllReduceSum of `data` (f32) in place, in rank order.
+  void AllReduceSum(const storage::Tensor& data, std::string what);
+
+  [[nodiscard]] engine::VarHandle order_var() const { return order_; }
+
+ private:
+  engine::Engine& engine_;
+  Communicator& comm_;
+  engine::VarHandle order_;
+};
+
+}  // namespace ember::train
