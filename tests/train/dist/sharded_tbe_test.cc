@@ -1,0 +1,301 @@
+// ShardedTbe (tools/train/dist/sharded_tbe.h) against one TBE over the
+// concatenated batch: with 2 and 4 ranks (threads, each with its own
+// engine) and every engine type, several steps of forward and backward
+// with SGD give bit-identical pooled rows and weights. Also the layout's
+// moves on their own, and the plans it refuses.
+
+#include "tools/train/dist/sharded_tbe.h"
+
+#include <bit>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+#include "engine/engine_options.h"
+#include "engine/error.h"
+#include "ops/embedding_bag.h"
+#include "storage/tensor.h"
+#include "tests/train/dist/error_message.h"
+#include "tools/train/dist/in_process_communicator.h"
+
+namespace ember::train {
+namespace {
+
+using engine::Engine;
+using storage::DType;
+using storage::Tensor;
+using testing::ErrorOf;
+using ::testing::HasSubstr;
+
+constexpr int kSteps = 3;
+constexpr float kLr = 0.25f;
+const std::vector<int64_t> kRows = {50, 80, 30, 120, 64, 40};
+const std::vector<int64_t> kDims = {4, 8, 4, 12, 8, 4};
+
+// Every rank's local batch of one step, as the unsharded TBE sees them:
+// table t's bags of rank 0, then of rank 1, ...
+struct Batches {
+  // [rank][t][b] -> the bag's indices
+  std::vector<std::vector<std::vector<std::vector<int64_t>>>> bags;
+};
+
+Batches MakeBatches(int ranks, int64_t local_batch, int step) {
+  std::mt19937_64 rng(static_cast<uint64_t>(1000 * step + ranks));
+  Batches out;
+  out.bags.resize(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    out.bags[r].resize(kRows.size());
+    for (size_t t = 0; t < kRows.size(); ++t) {
+      for (int64_t b = 0; b < local_batch; ++b) {
+        std::vector<int64_t> bag(rng() % 5);  // empty bags too
+        // Few rows, so that rows repeat across ranks' bags.
+        for (int64_t& index : bag) index = static_cast<int64_t>(rng() % (kRows[t] / 4 + 1));
+        out.bags[r][t].push_back(std::move(bag));
+      }
+    }
+  }
+  return out;
+}
+
+float InitialWeight(size_t t, int64_t element) {
+  return static_cast<float>((element * 37 + static_cast<int64_t>(t) * 11) % 101) / 101.0f - 0.5f;
+}
+
+float Grad(int64_t global_example, int64_t column, int step) {
+  return static_cast<float>((global_example * 13 + column * 7 + int64_t{step} * 5) % 17) / 17.0f -
+         0.4f;
+}
+
+std::unique_ptr<Engine> MakeEngine(engine::EngineType type, int workers) {
+  engine::EngineOptions options;
+  options.type = type;
+  options.cpu_workers = workers;
+  options.pool_workers = workers;
+  return engine::CreateEngine(options);
+}
+
+Tensor Host(Engine& engine, std::vector<int64_t> shape, DType dtype) {
+  Tensor t = Tensor::Empty(engine, std::move(shape), dtype, engine::Context::CPU());
+  t.WaitToWrite();
+  return t;
+}
+
+// A TBE batch of `bags` ([t][b] in table-major order) as host tensors.
+struct HostBatch {
+  Tensor indices, offsets;
+  ops::TbeBatch view(int64_t batch_size) const { return {&indices, &offsets, nullptr, batch_size}; }
+};
+
+HostBatch MakeHostBatch(Engine& engine,
+                        const std::vector<std::vector<std::vector<int64_t>>>& bags) {
+  std::vector<int64_t> indices, offsets = {0};
+  for (const auto& table : bags) {
+    for (const auto& bag : table) {
+      indices.insert(indices.end(), bag.begin(), bag.end());
+      offsets.push_back(static_cast<int64_t>(indices.size()));
+    }
+  }
+  HostBatch batch{Host(engine, {static_cast<int64_t>(indices.size())}, DType::kI64),
+                  Host(engine, {static_cast<int64_t>(offsets.size())}, DType::kI64)};
+  std::copy(indices.begin(), indices.end(), batch.indices.data<int64_t>());
+  std::copy(offsets.begin(), offsets.end(), batch.offsets.data<int64_t>());
+  return batch;
+}
+
+// The unsharded TBE over the concatenated batches: pooled rows per step
+// ([B, total_dim]) and the final weights.
+struct Reference {
+  std::vector<std::vector<float>> pooled;
+  std::vector<float> weights;
+};
+
+Reference RunUnsharded(int ranks, int64_t local_batch) {
+  const ops::TbeTables tables(kRows, kDims);
+  const int64_t batch = ranks * local_batch;
+  auto engine = MakeEngine(engine::EngineType::kNaive, 1);
+  Tensor weights = Host(*engine, {tables.total_elements()}, DType::kF32);
+  for (int t = 0; t < tables.num_tables(); ++t) {
+    for (int64_t e = 0; e < tables.rows(t) * tables.dim(t); ++e) {
+      weights.data<float>()[tables.weight_offset(t) + e] = InitialWeight(t, e);
+    }
+  }
+  Reference ref;
+  for (int step = 0; step < kSteps; ++step) {
+    const Batches local = MakeBatches(ranks, local_batch, step);
+    std::vector<std::vector<std::vector<int64_t>>> global(kRows.size());
+    for (size_t t = 0; t < kRows.size(); ++t) {
+      for (int r = 0; r < ranks; ++r) {
+        global[t].insert(global[t].end(), local.bags[r][t].begin(), local.bags[r][t].end());
+      }
+    }
+    HostBatch b = MakeHostBatch(*engine, global);
+    Tensor out = Host(*engine, {batch, tables.total_dim()}, DType::kF32);
+    ops::EmbeddingBagForward(tables, weights, b.view(batch), out);
+    out.WaitToRead();
+    ref.pooled.emplace_back(out.data<float>(), out.data<float>() + out.numel());
+    Tensor grads = Host(*engine, {batch, tables.total_dim()}, DType::kF32);
+    for (int64_t g = 0; g < batch; ++g) {
+      for (int64_t c = 0; c < tables.total_dim(); ++c) {
+        grads.data<float>()[g * tables.total_dim() + c] = Grad(g, c, step);
+      }
+    }
+    ops::EmbeddingBagBackwardSgd(tables, weights, b.view(batch), grads, {.learning_rate = kLr});
+  }
+  weights.WaitToRead();
+  ref.weights.assign(weights.data<float>(), weights.data<float>() + weights.numel());
+  return ref;
+}
+
+struct Case {
+  const char* name;
+  engine::EngineType type;
+  int workers;
+  int ranks;
+  const char* plan;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+class ShardedTbeTest : public ::testing::TestWithParam<Case> {};
+
+bool SameBits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
+
+TEST_P(ShardedTbeTest, BitIdenticalToOneTbeOverTheWholeBatch) {
+  const Case& c = GetParam();
+  constexpr int64_t kLocalBatch = 3;
+  const ops::TbeTables tables(kRows, kDims);
+  const ShardPlan plan = ParseShardPlan(c.plan, tables.num_tables(), c.ranks);
+  const TableWiseLayout layout(plan, tables, kLocalBatch);
+  const Reference ref = RunUnsharded(c.ranks, kLocalBatch);
+
+  InProcessCommunicatorGroup group(c.ranks);
+  std::vector<std::vector<std::vector<float>>> pooled(c.ranks);  // [rank][step]
+  std::vector<std::vector<float>> weights(c.ranks);
+  std::vector<std::exception_ptr> errors(c.ranks);
+  std::vector<std::thread> threads;
+  threads.reserve(c.ranks);
+  for (int r = 0; r < c.ranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto engine = MakeEngine(c.type, c.workers);
+        CollectiveOps collectives(*engine, group.communicator(r));
+        ShardedTbe tbe(*engine, collectives, layout, r);
+        tbe.weights().WaitToWrite();
+        for (int j = 0; j < tbe.tables().num_tables(); ++j) {
+          const auto t = static_cast<size_t>(layout.owned(r)[j]);
+          for (int64_t e = 0; e < tbe.tables().rows(j) * tbe.tables().dim(j); ++e) {
+            tbe.weights().data<float>()[tbe.tables().weight_offset(j) + e] = InitialWeight(t, e);
+          }
+        }
+        for (int step = 0; step < kSteps; ++step) {
+          HostBatch batch = MakeHostBatch(*engine, MakeBatches(c.ranks, kLocalBatch, step).bags[r]);
+          Tensor out = Host(*engine, {kLocalBatch, tables.total_dim()}, DType::kF32);
+          std::shared_ptr<ShardedTbe::Step> s = tbe.Forward(batch.view(kLocalBatch), out);
+          Tensor grads = Host(*engine, {kLocalBatch, tables.total_dim()}, DType::kF32);
+          for (int64_t b = 0; b < kLocalBatch; ++b) {
+            for (int64_t col = 0; col < tables.total_dim(); ++col) {
+              grads.data<float>()[b * tables.total_dim() + col] =
+                  Grad(r * kLocalBatch + b, col, step);
+            }
+          }
+          tbe.BackwardSgd(*s, grads, {.learning_rate = kLr});
+          out.WaitToRead();
+          pooled[r].emplace_back(out.data<float>(), out.data<float>() + out.numel());
+        }
+        tbe.weights().WaitToRead();
+        weights[r].assign(tbe.weights().data<float>(),
+                          tbe.weights().data<float>() + tbe.weights().numel());
+        engine->WaitForAll();
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+
+  const int64_t total_dim = tables.total_dim();
+  for (int step = 0; step < kSteps; ++step) {
+    for (int r = 0; r < c.ranks; ++r) {
+      for (int64_t k = 0; k < kLocalBatch * total_dim; ++k) {
+        ASSERT_TRUE(SameBits(pooled[r][step][k], ref.pooled[step][r * kLocalBatch * total_dim + k]))
+            << "step " << step << ", rank " << r << ", element " << k;
+      }
+    }
+  }
+  for (int r = 0; r < c.ranks; ++r) {
+    const ops::TbeTables owned = layout.OwnedTables(r);
+    for (int j = 0; j < owned.num_tables(); ++j) {
+      const int t = layout.owned(r)[j];
+      for (int64_t e = 0; e < owned.rows(j) * owned.dim(j); ++e) {
+        ASSERT_TRUE(SameBits(weights[r][owned.weight_offset(j) + e],
+                             ref.weights[tables.weight_offset(t) + e]))
+            << "table " << t << " on rank " << r << ", element " << e;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Engines, ShardedTbeTest,
+    ::testing::Values(
+        Case{"Naive_2ranks", engine::EngineType::kNaive, 1, 2, "0:0,1:1,2:0,3:1,4:1,5:0"},
+        Case{"Threaded2_2ranks", engine::EngineType::kThreaded, 2, 2, "0:1,1:1,2:0,3:0,4:1,5:0"},
+        Case{"PerDevice1_4ranks", engine::EngineType::kThreadedPerDevice, 1, 4,
+             "0:0,1:1,2:2,3:3,4:0,5:2"},
+        Case{"PerDevice2_4ranks", engine::EngineType::kThreadedPerDevice, 2, 4,
+             "0:3,1:2,2:1,3:0,4:3,5:1"}),
+    [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+TEST(TableWiseLayoutTest, RefusesRowWiseTablesAndIdleRanks) {
+  const ops::TbeTables tables(kRows, kDims);
+  EXPECT_THAT(ErrorOf([&] {
+                (void)TableWiseLayout(ParseShardPlan("0:0,1:row,2:1,3:1,4:0,5:0", 6, 2), tables, 2);
+              }),
+              HasSubstr("table 1 is not table-wise"));
+  EXPECT_THAT(ErrorOf([&] {
+                (void)TableWiseLayout(ParseShardPlan("0:0,1:0,2:0,3:0,4:0,5:0", 6, 2), tables, 2);
+              }),
+              HasSubstr("rank 1 owns no table"));
+  EXPECT_THAT(ErrorOf([&] { (void)TableWiseLayout(ParseShardPlan("0:0,1:1", 2, 2), tables, 2); }),
+              HasSubstr("the plan places 2 tables; the TBE has 6"));
+}
+
+// The moves on their own: what rank 0 packs for owner 1 is what owner 1
+// unpacks as its batch's first rank's bags.
+TEST(TableWiseLayoutTest, PackAndUnpackRoundTrip) {
+  const ops::TbeTables tables({10, 10, 10}, {2, 3, 2});
+  const TableWiseLayout layout(ParseShardPlan("0:1,1:0,2:1", 3, 2), tables, 2);
+  // Rank 0's local batch: tables 0, 1, 2 with 2 bags each.
+  const std::vector<int64_t> offsets = {0, 1, 3, 3, 4, 6, 7};
+  const std::vector<int64_t> indices = {1, 2, 3, 4, 5, 6, 7};
+  std::vector<int64_t> lengths(6), send(7), counts(2);
+  layout.PackInput(offsets, indices, lengths, send, counts);
+  // Owner 0 gets table 1's bags; owner 1 tables 0 and 2.
+  EXPECT_EQ(lengths, (std::vector<int64_t>{0, 1, 1, 2, 2, 1}));
+  EXPECT_EQ(send, (std::vector<int64_t>{4, 1, 2, 3, 5, 6, 7}));
+  EXPECT_EQ(counts, (std::vector<int64_t>{1, 6}));
+  // Owner 1 receives rank 0's part and (say) rank 1's: one index a bag.
+  const std::vector<int64_t> received_lengths = {1, 2, 2, 1, 1, 1, 1, 1};
+  const std::vector<int64_t> received = {1, 2, 3, 5, 6, 7, 8, 9, 8, 9};
+  EXPECT_EQ(layout.IndexCounts(1, received_lengths), (std::vector<int64_t>{6, 4}));
+  std::vector<int64_t> owner_offsets(2 * 4 + 1), owner_indices(10);
+  layout.UnpackInput(1, received_lengths, received, owner_offsets, owner_indices);
+  // Table 0: rank 0's bags {1} {2,3}, rank 1's {8} {9}; table 2: {5,6} {7}, {8} {9}.
+  EXPECT_EQ(owner_offsets, (std::vector<int64_t>{0, 1, 3, 4, 5, 7, 8, 9, 10}));
+  EXPECT_EQ(owner_indices, (std::vector<int64_t>{1, 2, 3, 8, 9, 5, 6, 7, 8, 9}));
+}
+
+}  // namespace
+}  // namespace ember::train

@@ -1,0 +1,151 @@
+#include "tools/train/dist/sharded_tbe.h"
+
+#include <algorithm>
+#include <numeric>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+
+namespace ember::train {
+
+using storage::DType;
+using storage::Tensor;
+
+// One batch's tensors on this rank. Destroying them is safe at any time
+// (a tensor's buffer outlives the ops pushed on it).
+struct ShardedTbe::Step {
+  int64_t number = 0;
+  Tensor lengths_send, index_send, index_counts_send;  // PackInput's
+  Tensor lengths_received, index_counts_received, indices_received;
+  Tensor owner_offsets, owner_indices;  // the owner's batch over the global examples
+  Tensor owner_out;                     // [B, D_own]
+  Tensor pooled_received;               // owner by owner, [B_l, D_own(p)] each
+  Tensor grads_send, owner_grads;       // the backward's
+};
+
+namespace {
+
+template <typename T>
+std::span<T> Span(const Tensor& t) {
+  return {t.data<std::remove_const_t<T>>(), static_cast<size_t>(t.numel())};
+}
+
+void CheckLocalBatch(const ops::TbeBatch& local, int64_t local_batch, int tables) {
+  if (local.indices == nullptr || local.offsets == nullptr || local.per_sample_weights != nullptr ||
+      local.batch_size != local_batch || local.indices->dtype() != DType::kI64 ||
+      local.offsets->dtype() != DType::kI64 || local.offsets->numel() != tables * local_batch + 1) {
+    throw InvalidArgument(fmt::format(
+        "[ShardedTbe::Forward] the local batch must be {} examples of {} tables, i64 indices and "
+        "offsets ({} entries), no per-sample weights",
+        local_batch, tables, tables * local_batch + 1));
+  }
+}
+
+}  // namespace
+
+ShardedTbe::ShardedTbe(engine::Engine& engine, CollectiveOps& collectives,
+                       const TableWiseLayout& layout, int rank)
+    : engine_(engine),
+      collectives_(collectives),
+      layout_(layout),
+      rank_(rank),
+      tables_(layout.OwnedTables(rank)),
+      weights_(Host({tables_.total_elements()}, DType::kF32)),
+      lengths_sent_(Counts(layout.LengthsSent())),
+      lengths_received_(Counts(layout.LengthsReceived(rank))),
+      pooled_sent_(Counts(layout.PooledSent(rank))),
+      pooled_received_(Counts(layout.PooledReceived())) {}
+
+ShardedTbe::~ShardedTbe() = default;
+
+Tensor ShardedTbe::Host(std::vector<int64_t> shape, DType dtype) {
+  return Tensor::Empty(engine_, std::move(shape), dtype, engine::Context::CPU());
+}
+
+Tensor ShardedTbe::Counts(const std::vector<int64_t>& counts) {
+  Tensor t = Host({static_cast<int64_t>(counts.size())}, DType::kI64);
+  t.WaitToWrite();
+  std::copy(counts.begin(), counts.end(), t.data<int64_t>());
+  return t;
+}
+
+std::shared_ptr<ShardedTbe::Step> ShardedTbe::Forward(const ops::TbeBatch& local, Tensor& out) {
+  const TableWiseLayout& l = layout_;
+  CheckLocalBatch(local, l.local_batch(), l.num_tables());
+  auto step = std::make_shared<Step>();
+  step->number = steps_++;
+  PushPackInput(local, *step);
+  step->lengths_received = Host({tables_.num_tables() * l.global_batch()}, DType::kI64);
+  collectives_.AllToAllV(step->lengths_send, lengths_sent_, step->lengths_received,
+                         lengths_received_, fmt::format("lengths of step {}", step->number));
+  // The one host wait: the lengths size the indices' buffers.
+  step->lengths_received.WaitToRead();
+  const std::vector<int64_t> counts =
+      l.IndexCounts(rank_, Span<const int64_t>(step->lengths_received));
+  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  step->index_counts_received = Counts(counts);
+  step->indices_received = Host({total}, DType::kI64);
+  collectives_.AllToAllV(step->index_send, step->index_counts_send, step->indices_received,
+                         step->index_counts_received,
+                         fmt::format("indices of step {}", step->number));
+  PushUnpackInput(*step);
+  step->owner_out = Host({l.global_batch(), l.owned_dim(rank_)}, DType::kF32);
+  const ops::TbeBatch owner{&step->owner_indices, &step->owner_offsets, nullptr, l.global_batch()};
+  ops::EmbeddingBagForward(tables_, weights_, owner, step->owner_out);
+  step->pooled_received = Host({l.local_batch() * l.total_dim()}, DType::kF32);
+  collectives_.AllToAllV(step->owner_out, pooled_sent_, step->pooled_received, pooled_received_,
+                         fmt::format("pooled rows of step {}", step->number));
+  engine_.PushSync([&l, received = Span<const float>(step->pooled_received),
+                    to = Span<float>(out)](engine::RunContext) { l.UnpackPooled(received, to); },
+                   {step->pooled_received.var()}, {out.var()},
+                   {.name = "ShardedTbe::UnpackPooled"});
+  return step;
+}
+
+void ShardedTbe::PushPackInput(const ops::TbeBatch& local, Step& step) {
+  const int ranks = layout_.ranks();
+  step.lengths_send = Host({local.offsets->numel() - 1}, DType::kI64);
+  step.index_send = Host({local.indices->numel()}, DType::kI64);
+  step.index_counts_send = Host({ranks}, DType::kI64);
+  engine_.PushSync(
+      [&l = layout_, offsets = Span<const int64_t>(*local.offsets),
+       indices = Span<const int64_t>(*local.indices), lengths = Span<int64_t>(step.lengths_send),
+       send = Span<int64_t>(step.index_send), counts = Span<int64_t>(step.index_counts_send)](
+          engine::RunContext) { l.PackInput(offsets, indices, lengths, send, counts); },
+      {local.offsets->var(), local.indices->var()},
+      {step.lengths_send.var(), step.index_send.var(), step.index_counts_send.var()},
+      {.name = "ShardedTbe::PackInput"});
+}
+
+void ShardedTbe::PushUnpackInput(Step& step) {
+  step.owner_offsets = Host({tables_.num_tables() * layout_.global_batch() + 1}, DType::kI64);
+  step.owner_indices = Host({step.indices_received.numel()}, DType::kI64);
+  engine_.PushSync(
+      [&l = layout_, r = rank_, lengths = Span<const int64_t>(step.lengths_received),
+       indices = Span<const int64_t>(step.indices_received),
+       offsets = Span<int64_t>(step.owner_offsets), owner = Span<int64_t>(step.owner_indices)](
+          engine::RunContext) { l.UnpackInput(r, lengths, indices, offsets, owner); },
+      {step.lengths_received.var(), step.indices_received.var()},
+      {step.owner_offsets.var(), step.owner_indices.var()}, {.name = "ShardedTbe::UnpackInput"});
+}
+
+void ShardedTbe::BackwardSgd(Step& step, const Tensor& grad_out, const ops::SgdOptions& sgd) {
+  const TableWiseLayout& l = layout_;
+  step.grads_send = Host({step.pooled_received.numel()}, DType::kF32);
+  engine_.PushSync([&l, grads = Span<const float>(grad_out), send = Span<float>(step.grads_send)](
+                       engine::RunContext) { l.PackGrads(grads, send); },
+                   {grad_out.var()}, {step.grads_send.var()}, {.name = "ShardedTbe::PackGrads"});
+  step.owner_grads = Host({l.global_batch(), l.owned_dim(rank_)}, DType::kF32);
+  // The reverse of the output's exchange: its counts swap sides.
+  collectives_.AllToAllV(step.grads_send, pooled_received_, step.owner_grads, pooled_sent_,
+                         fmt::format("gradients of step {}", step.number));
+  const ops::TbeBatch owner{&step.owner_indices, &step.owner_offsets, nullptr, l.global_batch()};
+  ops::EmbeddingBagBackwardSgd(tables_, weights_, owner, step.owner_grads, sgd);
+}
+
+}  // namespace ember::train

@@ -1,0 +1,77 @@
+#pragma once
+
+// ShardedTbe: one rank's part of a table-wise sharded TBE, every step a
+// push order of engine ops: the input distribution (lengths, then
+// indices), the owner's forward over the global batch, the output
+// distribution, and on the way back the gradients' distribution and the
+// owner's fused backward (table_wise_layout.h says what moves where).
+// Table-wise sharding is bit-identical to one TBE over the concatenated
+// batch (the test checks it on every engine type).
+//
+// One host wait per step: Forward waits for the lengths it received, whose
+// sums size the indices' buffers (TorchRec's input distribution waits for
+// its splits the same way). Push the next batch's Forward before this
+// batch's dense work to hide it (a sparse-dist pipeline).
+//
+// Data: host tensors (kCpu); indices and offsets i64.
+//
+// Thread safety: one thread pushes a rank's steps; ranks are independent.
+
+#include <cstdint>
+#include <memory>
+
+#include "engine/engine.h"
+#include "ops/embedding_bag.h"
+#include "storage/tensor.h"
+#include "tools/train/dist/collective_ops.h"
+#include "tools/train/dist/table_wise_layout.h"
+
+namespace ember::train {
+
+class ShardedTbe {
+ public:
+  // One batch's tensors, from its Forward to its backward (shared: the type
+  // stays private to the .cc).
+  struct Step;
+
+  // REQUIRES: `engine`, `collectives` and `layout` outlive this object and
+  // its ops; `collectives` is this rank's (its communicator's rank is
+  // `rank`). The weights start uninitialized.
+  ShardedTbe(engine::Engine& engine, CollectiveOps& collectives, const TableWiseLayout& layout,
+             int rank);
+  ~ShardedTbe();
+  ShardedTbe(const ShardedTbe&) = delete;
+  ShardedTbe& operator=(const ShardedTbe&) = delete;
+
+  // The tables this rank owns, in table order, and their weights
+  // ([total_elements] f32 of those tables): fill them after WaitToWrite.
+  [[nodiscard]] const ops::TbeTables& tables() const { return tables_; }
+  [[nodiscard]] storage::Tensor& weights() { return weights_; }
+
+  // Pushes the lookup of this rank's local batch (B_l examples of every
+  // table) into `out` ([B_l, total_dim] f32). Throws InvalidArgument for a
+  // batch of another size or dtype.
+  [[nodiscard]] std::shared_ptr<Step> Forward(const ops::TbeBatch& local, storage::Tensor& out);
+
+  // Pushes the backward of `step` with `grad_out` ([B_l, total_dim] f32),
+  // fused with SGD on the owned tables.
+  void BackwardSgd(Step& step, const storage::Tensor& grad_out, const ops::SgdOptions& sgd);
+
+ private:
+  [[nodiscard]] storage::Tensor Host(std::vector<int64_t> shape, storage::DType dtype);
+  [[nodiscard]] storage::Tensor Counts(const std::vector<int64_t>& counts);
+  void PushPackInput(const ops::TbeBatch& local, Step& step);
+  void PushUnpackInput(Step& step);
+
+  engine::Engine& engine_;
+  CollectiveOps& collectives_;
+  const TableWiseLayout& layout_;
+  const int rank_;
+  const ops::TbeTables tables_;
+  storage::Tensor weights_;
+  // The constant counts of the lengths' and the pooled rows' exchanges.
+  storage::Tensor lengths_sent_, lengths_received_, pooled_sent_, pooled_received_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace ember::train
