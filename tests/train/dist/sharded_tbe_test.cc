@@ -1,7 +1,9 @@
 // ShardedTbe (tools/train/dist/sharded_tbe.h) against one TBE over the
 // concatenated batch: with 2 and 4 ranks (threads, each with its own
 // engine) and every engine type, several steps of forward and backward
-// with SGD give bit-identical pooled rows and weights. Also the layout's
+// with SGD give bit-identical pooled rows and weights, in the baseline
+// order and in the sparse-dist one (batch i+1's input distribution pushed
+// before batch i's lookup). Also the layout's
 // moves on their own, and the plans it refuses.
 
 #include "tools/train/dist/sharded_tbe.h"
@@ -161,6 +163,7 @@ struct Case {
   int workers;
   int ranks;
   const char* plan;
+  bool sparse_dist;
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -196,10 +199,22 @@ TEST_P(ShardedTbeTest, BitIdenticalToOneTbeOverTheWholeBatch) {
             tbe.weights().data<float>()[tbe.tables().weight_offset(j) + e] = InitialWeight(t, e);
           }
         }
+        // Baseline: each step's distribution, lookup and backward in turn.
+        // Sparse-dist: step i+1's distribution pushed before step i's
+        // lookup (it reads no weights: the same result).
+        std::vector<HostBatch> batches;
+        std::vector<std::shared_ptr<ShardedTbe::Step>> steps;
+        auto distribute = [&](int step) {
+          batches.push_back(
+              MakeHostBatch(*engine, MakeBatches(c.ranks, kLocalBatch, step).bags[r]));
+          steps.push_back(tbe.DistributeInput(batches.back().view(kLocalBatch)));
+        };
+        if (c.sparse_dist) distribute(0);
         for (int step = 0; step < kSteps; ++step) {
-          HostBatch batch = MakeHostBatch(*engine, MakeBatches(c.ranks, kLocalBatch, step).bags[r]);
+          if (!c.sparse_dist) distribute(step);
+          if (c.sparse_dist && step + 1 < kSteps) distribute(step + 1);
           Tensor out = Host(*engine, {kLocalBatch, tables.total_dim()}, DType::kF32);
-          std::shared_ptr<ShardedTbe::Step> s = tbe.Forward(batch.view(kLocalBatch), out);
+          tbe.Lookup(*steps[step], out);
           Tensor grads = Host(*engine, {kLocalBatch, tables.total_dim()}, DType::kF32);
           for (int64_t b = 0; b < kLocalBatch; ++b) {
             for (int64_t col = 0; col < tables.total_dim(); ++col) {
@@ -207,7 +222,7 @@ TEST_P(ShardedTbeTest, BitIdenticalToOneTbeOverTheWholeBatch) {
                   Grad(r * kLocalBatch + b, col, step);
             }
           }
-          tbe.BackwardSgd(*s, grads, {.learning_rate = kLr});
+          tbe.BackwardSgd(*steps[step], grads, {.learning_rate = kLr});
           out.WaitToRead();
           pooled[r].emplace_back(out.data<float>(), out.data<float>() + out.numel());
         }
@@ -249,13 +264,20 @@ TEST_P(ShardedTbeTest, BitIdenticalToOneTbeOverTheWholeBatch) {
 
 INSTANTIATE_TEST_SUITE_P(
     Engines, ShardedTbeTest,
-    ::testing::Values(
-        Case{"Naive_2ranks", engine::EngineType::kNaive, 1, 2, "0:0,1:1,2:0,3:1,4:1,5:0"},
-        Case{"Threaded2_2ranks", engine::EngineType::kThreaded, 2, 2, "0:1,1:1,2:0,3:0,4:1,5:0"},
-        Case{"PerDevice1_4ranks", engine::EngineType::kThreadedPerDevice, 1, 4,
-             "0:0,1:1,2:2,3:3,4:0,5:2"},
-        Case{"PerDevice2_4ranks", engine::EngineType::kThreadedPerDevice, 2, 4,
-             "0:3,1:2,2:1,3:0,4:3,5:1"}),
+    ::testing::Values(Case{"Naive_2ranks", engine::EngineType::kNaive, 1, 2,
+                           "0:0,1:1,2:0,3:1,4:1,5:0", false},
+                      Case{"Threaded2_2ranks", engine::EngineType::kThreaded, 2, 2,
+                           "0:1,1:1,2:0,3:0,4:1,5:0", false},
+                      Case{"PerDevice1_4ranks", engine::EngineType::kThreadedPerDevice, 1, 4,
+                           "0:0,1:1,2:2,3:3,4:0,5:2", false},
+                      Case{"PerDevice2_4ranks", engine::EngineType::kThreadedPerDevice, 2, 4,
+                           "0:3,1:2,2:1,3:0,4:3,5:1", false},
+                      Case{"Naive_2ranks_SparseDist", engine::EngineType::kNaive, 1, 2,
+                           "0:0,1:1,2:0,3:1,4:1,5:0", true},
+                      Case{"Threaded2_4ranks_SparseDist", engine::EngineType::kThreaded, 2, 4,
+                           "0:0,1:1,2:2,3:3,4:0,5:2", true},
+                      Case{"PerDevice2_2ranks_SparseDist", engine::EngineType::kThreadedPerDevice,
+                           2, 2, "0:1,1:1,2:0,3:0,4:1,5:0", true}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 TEST(TableWiseLayoutTest, RefusesRowWiseTablesAndIdleRanks) {

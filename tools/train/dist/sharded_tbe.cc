@@ -39,10 +39,11 @@ void CheckLocalBatch(const ops::TbeBatch& local, int64_t local_batch, int tables
   if (local.indices == nullptr || local.offsets == nullptr || local.per_sample_weights != nullptr ||
       local.batch_size != local_batch || local.indices->dtype() != DType::kI64 ||
       local.offsets->dtype() != DType::kI64 || local.offsets->numel() != tables * local_batch + 1) {
-    throw InvalidArgument(fmt::format(
-        "[ShardedTbe::Forward] the local batch must be {} examples of {} tables, i64 indices and "
-        "offsets ({} entries), no per-sample weights",
-        local_batch, tables, tables * local_batch + 1));
+    throw InvalidArgument(
+        fmt::format("[ShardedTbe::DistributeInput] the local batch must be {} examples of {} "
+                    "tables, i64 indices and "
+                    "offsets ({} entries), no per-sample weights",
+                    local_batch, tables, tables * local_batch + 1));
   }
 }
 
@@ -74,7 +75,7 @@ Tensor ShardedTbe::Counts(const std::vector<int64_t>& counts) {
   return t;
 }
 
-std::shared_ptr<ShardedTbe::Step> ShardedTbe::Forward(const ops::TbeBatch& local, Tensor& out) {
+std::shared_ptr<ShardedTbe::Step> ShardedTbe::DistributeInput(const ops::TbeBatch& local) {
   const TableWiseLayout& l = layout_;
   CheckLocalBatch(local, l.local_batch(), l.num_tables());
   auto step = std::make_shared<Step>();
@@ -94,17 +95,20 @@ std::shared_ptr<ShardedTbe::Step> ShardedTbe::Forward(const ops::TbeBatch& local
                          step->index_counts_received,
                          fmt::format("indices of step {}", step->number));
   PushUnpackInput(*step);
-  step->owner_out = Host({l.global_batch(), l.owned_dim(rank_)}, DType::kF32);
-  const ops::TbeBatch owner{&step->owner_indices, &step->owner_offsets, nullptr, l.global_batch()};
-  ops::EmbeddingBagForward(tables_, weights_, owner, step->owner_out);
-  step->pooled_received = Host({l.local_batch() * l.total_dim()}, DType::kF32);
-  collectives_.AllToAllV(step->owner_out, pooled_sent_, step->pooled_received, pooled_received_,
-                         fmt::format("pooled rows of step {}", step->number));
-  engine_.PushSync([&l, received = Span<const float>(step->pooled_received),
-                    to = Span<float>(out)](engine::RunContext) { l.UnpackPooled(received, to); },
-                   {step->pooled_received.var()}, {out.var()},
-                   {.name = "ShardedTbe::UnpackPooled"});
   return step;
+}
+
+void ShardedTbe::Lookup(Step& step, Tensor& out) {
+  const TableWiseLayout& l = layout_;
+  step.owner_out = Host({l.global_batch(), l.owned_dim(rank_)}, DType::kF32);
+  const ops::TbeBatch owner{&step.owner_indices, &step.owner_offsets, nullptr, l.global_batch()};
+  ops::EmbeddingBagForward(tables_, weights_, owner, step.owner_out);
+  step.pooled_received = Host({l.local_batch() * l.total_dim()}, DType::kF32);
+  collectives_.AllToAllV(step.owner_out, pooled_sent_, step.pooled_received, pooled_received_,
+                         fmt::format("pooled rows of step {}", step.number));
+  engine_.PushSync([&l, received = Span<const float>(step.pooled_received),
+                    to = Span<float>(out)](engine::RunContext) { l.UnpackPooled(received, to); },
+                   {step.pooled_received.var()}, {out.var()}, {.name = "ShardedTbe::UnpackPooled"});
 }
 
 void ShardedTbe::PushPackInput(const ops::TbeBatch& local, Step& step) {

@@ -8,10 +8,11 @@
 // Table-wise sharding is bit-identical to one TBE over the concatenated
 // batch (the test checks it on every engine type).
 //
-// One host wait per step: Forward waits for the lengths it received, whose
-// sums size the indices' buffers (TorchRec's input distribution waits for
-// its splits the same way). Push the next batch's Forward before this
-// batch's dense work to hide it (a sparse-dist pipeline).
+// One host wait per step: DistributeInput waits for the lengths it
+// received, whose sums size the indices' buffers (TorchRec's input
+// distribution waits for its splits the same way). Push the next batch's
+// DistributeInput before this batch's Lookup and dense work to hide it (a
+// sparse-dist pipeline).
 //
 // Data: host tensors (kCpu); indices and offsets i64.
 //
@@ -30,7 +31,7 @@ namespace ember::train {
 
 class ShardedTbe {
  public:
-  // One batch's tensors, from its Forward to its backward (shared: the type
+  // One batch's tensors, from its DistributeInput to its backward (shared: the type
   // stays private to the .cc).
   struct Step;
 
@@ -48,10 +49,16 @@ class ShardedTbe {
   [[nodiscard]] const ops::TbeTables& tables() const { return tables_; }
   [[nodiscard]] storage::Tensor& weights() { return weights_; }
 
-  // Pushes the lookup of this rank's local batch (B_l examples of every
-  // table) into `out` ([B_l, total_dim] f32). Throws InvalidArgument for a
-  // batch of another size or dtype.
-  [[nodiscard]] std::shared_ptr<Step> Forward(const ops::TbeBatch& local, storage::Tensor& out);
+  // A step in two pushes, so that a pipeline can put other work between
+  // them (sparse-dist: batch i+1's DistributeInput before batch i's
+  // Lookup; the distribution reads no weights, so the result is the same).
+  // DistributeInput pushes the exchange of this rank's local batch (B_l
+  // examples of every table) and the owner's batch it makes, and waits for
+  // the lengths received; Lookup pushes the owner's forward and the pooled
+  // rows' way back into `out` ([B_l, total_dim] f32). DistributeInput
+  // throws InvalidArgument for a batch of another size or dtype.
+  [[nodiscard]] std::shared_ptr<Step> DistributeInput(const ops::TbeBatch& local);
+  void Lookup(Step& step, storage::Tensor& out);
 
   // Pushes the backward of `step` with `grad_out` ([B_l, total_dim] f32),
   // fused with SGD on the owned tables.
