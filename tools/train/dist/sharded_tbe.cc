@@ -50,7 +50,7 @@ void CheckLocalBatch(const ops::TbeBatch& local, int64_t local_batch, int tables
 }  // namespace
 
 ShardedTbe::ShardedTbe(engine::Engine& engine, CollectiveOps& collectives,
-                       const TableWiseLayout& layout, int rank)
+                       const ShardLayout& layout, int rank)
     : engine_(engine),
       collectives_(collectives),
       layout_(layout),
@@ -76,7 +76,7 @@ Tensor ShardedTbe::Counts(const std::vector<int64_t>& counts) {
 }
 
 std::shared_ptr<ShardedTbe::Step> ShardedTbe::DistributeInput(const ops::TbeBatch& local) {
-  const TableWiseLayout& l = layout_;
+  const ShardLayout& l = layout_;
   CheckLocalBatch(local, l.local_batch(), l.num_tables());
   auto step = std::make_shared<Step>();
   step->number = steps_++;
@@ -99,11 +99,13 @@ std::shared_ptr<ShardedTbe::Step> ShardedTbe::DistributeInput(const ops::TbeBatc
 }
 
 void ShardedTbe::Lookup(Step& step, Tensor& out) {
-  const TableWiseLayout& l = layout_;
+  const ShardLayout& l = layout_;
   step.owner_out = Host({l.global_batch(), l.owned_dim(rank_)}, DType::kF32);
   const ops::TbeBatch owner{&step.owner_indices, &step.owner_offsets, nullptr, l.global_batch()};
   ops::EmbeddingBagForward(tables_, weights_, owner, step.owner_out);
-  step.pooled_received = Host({l.local_batch() * l.total_dim()}, DType::kF32);
+  const std::vector<int64_t> pooled = l.PooledReceived();
+  step.pooled_received =
+      Host({std::accumulate(pooled.begin(), pooled.end(), int64_t{0})}, DType::kF32);
   collectives_.AllToAllV(step.owner_out, pooled_sent_, step.pooled_received, pooled_received_,
                          fmt::format("pooled rows of step {}", step.number));
   engine_.PushSync([&l, received = Span<const float>(step.pooled_received),
@@ -113,7 +115,9 @@ void ShardedTbe::Lookup(Step& step, Tensor& out) {
 
 void ShardedTbe::PushPackInput(const ops::TbeBatch& local, Step& step) {
   const int ranks = layout_.ranks();
-  step.lengths_send = Host({local.offsets->numel() - 1}, DType::kI64);
+  const std::vector<int64_t> lengths = layout_.LengthsSent();
+  step.lengths_send =
+      Host({std::accumulate(lengths.begin(), lengths.end(), int64_t{0})}, DType::kI64);
   step.index_send = Host({local.indices->numel()}, DType::kI64);
   step.index_counts_send = Host({ranks}, DType::kI64);
   engine_.PushSync(
@@ -139,7 +143,7 @@ void ShardedTbe::PushUnpackInput(Step& step) {
 }
 
 void ShardedTbe::BackwardSgd(Step& step, const Tensor& grad_out, const ops::SgdOptions& sgd) {
-  const TableWiseLayout& l = layout_;
+  const ShardLayout& l = layout_;
   step.grads_send = Host({step.pooled_received.numel()}, DType::kF32);
   engine_.PushSync([&l, grads = Span<const float>(grad_out), send = Span<float>(step.grads_send)](
                        engine::RunContext) { l.PackGrads(grads, send); },

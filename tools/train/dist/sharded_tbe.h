@@ -1,12 +1,14 @@
 #pragma once
 
-// ShardedTbe: one rank's part of a table-wise sharded TBE, every step a
-// push order of engine ops: the input distribution (lengths, then
-// indices), the owner's forward over the global batch, the output
-// distribution, and on the way back the gradients' distribution and the
-// owner's fused backward (table_wise_layout.h says what moves where).
+// ShardedTbe: one rank's part of a sharded TBE (table-wise and row-wise
+// shards), every step a push order of engine ops: the input distribution
+// (lengths, then indices), the owner's forward over the global batch, the
+// output distribution, and on the way back the gradients' distribution
+// and the owner's fused backward (shard_layout.h says what moves where).
 // Table-wise sharding is bit-identical to one TBE over the concatenated
-// batch (the test checks it on every engine type).
+// batch; row-wise sharding too in its weights, and within float rounding
+// in its pooled rows (the test checks both on every engine type). Sum
+// pooling.
 //
 // One host wait per step: DistributeInput waits for the lengths it
 // received, whose sums size the indices' buffers (TorchRec's input
@@ -25,7 +27,7 @@
 #include "ops/embedding_bag.h"
 #include "storage/tensor.h"
 #include "tools/train/dist/collective_ops.h"
-#include "tools/train/dist/table_wise_layout.h"
+#include "tools/train/dist/shard_layout.h"
 
 namespace ember::train {
 
@@ -38,7 +40,7 @@ class ShardedTbe {
   // REQUIRES: `engine`, `collectives` and `layout` outlive this object and
   // its ops; `collectives` is this rank's (its communicator's rank is
   // `rank`). The weights start uninitialized.
-  ShardedTbe(engine::Engine& engine, CollectiveOps& collectives, const TableWiseLayout& layout,
+  ShardedTbe(engine::Engine& engine, CollectiveOps& collectives, const ShardLayout& layout,
              int rank);
   ~ShardedTbe();
   ShardedTbe(const ShardedTbe&) = delete;
@@ -72,7 +74,7 @@ class ShardedTbe {
 
   engine::Engine& engine_;
   CollectiveOps& collectives_;
-  const TableWiseLayout& layout_;
+  const ShardLayout& layout_;
   const int rank_;
   const ops::TbeTables tables_;
   storage::Tensor weights_;
