@@ -28,6 +28,7 @@
 #include "engine/engine_options.h"
 #include "engine/error.h"
 #include "storage/tensor.h"
+#include "tests/train/dist/dist_test_util.h"
 #include "tools/train/dist/in_process_communicator.h"
 
 namespace ember::train {
@@ -65,28 +66,15 @@ class CollectiveOpsTest : public ::testing::TestWithParam<EngineCase> {
   // engine; rethrows the first rank's failure (by rank) after all joined.
   void RunRanks(InProcessCommunicatorGroup& group,
                 const std::function<void(int, Engine&, CollectiveOps&)>& body) const {
-    std::vector<std::exception_ptr> errors(group.world_size());
-    std::vector<std::thread> threads;
-    threads.reserve(group.world_size());
-    for (int r = 0; r < group.world_size(); ++r) {
-      threads.emplace_back([&, r] {
-        try {
-          std::unique_ptr<Engine> engine = MakeEngine();
-          {
-            CollectiveOps ops(*engine, group.communicator(r));
-            body(r, *engine, ops);
-            engine->WaitForAll();
-          }
-          engine->WaitForAll();
-        } catch (...) {
-          errors[r] = std::current_exception();
-        }
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    for (const std::exception_ptr& e : errors) {
-      if (e) std::rethrow_exception(e);
-    }
+    testing::RunRankThreads(group.world_size(), [&](int r) {
+      std::unique_ptr<Engine> engine = MakeEngine();
+      {
+        CollectiveOps ops(*engine, group.communicator(r));
+        body(r, *engine, ops);
+        engine->WaitForAll();
+      }
+      engine->WaitForAll();
+    });
   }
 };
 

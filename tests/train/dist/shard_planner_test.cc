@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/error.h"
-#include "tests/train/dist/error_message.h"
+#include "tests/train/dist/dist_test_util.h"
 
 namespace ember::train {
 namespace {

@@ -1,21 +1,21 @@
 // ShardedTbe (tools/train/dist/sharded_tbe.h) against one TBE over the
 // concatenated batch: with 2 and 4 ranks (threads, each with its own
-// engine) and every engine type, several steps of forward and backward
-// with SGD give bit-identical pooled rows and weights, in the baseline
-// order and in the sparse-dist one (batch i+1's input distribution pushed
-// before batch i's lookup). Also the layout's
-// moves on their own, and the plans it refuses.
+// engine), every engine type, table-wise and row-wise shards, several
+// steps of forward and backward with SGD, row-wise Adagrad or Adam give
+// equal pooled rows (bit for bit where a table has one owner) and
+// bit-identical weights and optimizer state, in the baseline order and in
+// the sparse-dist one (batch i+1's input distribution pushed before batch
+// i's lookup). Also the layout's moves on their own, and the plans it
+// refuses.
 
 #include "tools/train/dist/sharded_tbe.h"
 
 #include <bit>
 #include <cstdint>
-#include <exception>
 #include <memory>
 #include <ostream>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -26,7 +26,7 @@
 #include "engine/error.h"
 #include "ops/embedding_bag.h"
 #include "storage/tensor.h"
-#include "tests/train/dist/error_message.h"
+#include "tests/train/dist/dist_test_util.h"
 #include "tools/train/dist/in_process_communicator.h"
 
 namespace ember::train {
@@ -116,14 +116,31 @@ HostBatch MakeHostBatch(Engine& engine,
   return batch;
 }
 
+enum class Opt { kSgd, kAdagrad, kAdam };
+
+const ops::RowwiseAdagradOptions kAdagrad{.learning_rate = kLr, .eps = 1e-6f};
+const ops::AdamOptions kAdam{.learning_rate = kLr};
+
+std::vector<float> Values(const Tensor& t) {
+  t.WaitToRead();
+  return {t.data<float>(), t.data<float>() + t.numel()};
+}
+
 // The unsharded TBE over the concatenated batches: pooled rows per step
-// ([B, total_dim]) and the final weights.
+// ([B, total_dim]), the final weights and optimizer state (Adagrad: the
+// accumulator in `state_a`; Adam: m and v).
 struct Reference {
   std::vector<std::vector<float>> pooled;
-  std::vector<float> weights;
+  std::vector<float> weights, state_a, state_b;
 };
 
-Reference RunUnsharded(int ranks, int64_t local_batch) {
+Tensor Zeros(Engine& engine, int64_t n) {
+  Tensor t = Host(engine, {n}, DType::kF32);
+  std::fill_n(t.data<float>(), n, 0.0f);
+  return t;
+}
+
+Reference RunUnsharded(int ranks, int64_t local_batch, Opt opt) {
   const ops::TbeTables tables(kRows, kDims);
   const int64_t batch = ranks * local_batch;
   auto engine = MakeEngine(engine::EngineType::kNaive, 1);
@@ -133,6 +150,9 @@ Reference RunUnsharded(int ranks, int64_t local_batch) {
       weights.data<float>()[tables.weight_offset(t) + e] = InitialWeight(t, e);
     }
   }
+  Tensor state_a =
+      Zeros(*engine, opt == Opt::kAdagrad ? tables.total_rows() : tables.total_elements());
+  Tensor state_b = Zeros(*engine, tables.total_elements());
   Reference ref;
   for (int step = 0; step < kSteps; ++step) {
     const Batches local = MakeBatches(ranks, local_batch, step);
@@ -153,10 +173,23 @@ Reference RunUnsharded(int ranks, int64_t local_batch) {
         grads.data<float>()[g * tables.total_dim() + c] = Grad(g, c, step);
       }
     }
-    ops::EmbeddingBagBackwardSgd(tables, weights, b.view(batch), grads, {.learning_rate = kLr});
+    switch (opt) {
+      case Opt::kSgd:
+        ops::EmbeddingBagBackwardSgd(tables, weights, b.view(batch), grads, {.learning_rate = kLr});
+        break;
+      case Opt::kAdagrad:
+        ops::EmbeddingBagBackwardRowwiseAdagrad(tables, weights, state_a, b.view(batch), grads,
+                                                kAdagrad);
+        break;
+      case Opt::kAdam:
+        ops::EmbeddingBagBackwardAdam(tables, weights, state_a, state_b, b.view(batch), grads,
+                                      step + 1, kAdam);
+        break;
+    }
   }
-  weights.WaitToRead();
-  ref.weights.assign(weights.data<float>(), weights.data<float>() + weights.numel());
+  ref.weights = Values(weights);
+  ref.state_a = Values(state_a);
+  ref.state_b = Values(state_b);
   return ref;
 }
 
@@ -167,6 +200,7 @@ struct Case {
   int ranks;
   const char* plan;
   bool sparse_dist;
+  Opt opt = Opt::kSgd;
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -181,69 +215,65 @@ TEST_P(ShardedTbeTest, EqualsOneTbeOverTheWholeBatch) {
   const ops::TbeTables tables(kRows, kDims);
   const ShardPlan plan = ParseShardPlan(c.plan, tables.num_tables(), c.ranks);
   const ShardLayout layout(plan, tables, kLocalBatch);
-  const Reference ref = RunUnsharded(c.ranks, kLocalBatch);
+  const Reference ref = RunUnsharded(c.ranks, kLocalBatch, c.opt);
 
   InProcessCommunicatorGroup group(c.ranks);
   std::vector<std::vector<std::vector<float>>> pooled(c.ranks);  // [rank][step]
-  std::vector<std::vector<float>> weights(c.ranks);
-  std::vector<std::exception_ptr> errors(c.ranks);
-  std::vector<std::thread> threads;
-  threads.reserve(c.ranks);
-  for (int r = 0; r < c.ranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto engine = MakeEngine(c.type, c.workers);
-        CollectiveOps collectives(*engine, group.communicator(r));
-        ShardedTbe tbe(*engine, collectives, layout, r);
-        tbe.weights().WaitToWrite();
-        for (int j = 0; j < tbe.tables().num_tables(); ++j) {
-          const ShardLayout::Shard& shard = layout.shards(r)[j];
-          const int64_t first = shard.row_begin * tbe.tables().dim(j);  // in the whole table
-          for (int64_t e = 0; e < tbe.tables().rows(j) * tbe.tables().dim(j); ++e) {
-            tbe.weights().data<float>()[tbe.tables().weight_offset(j) + e] =
-                InitialWeight(static_cast<size_t>(shard.table), first + e);
-          }
-        }
-        // Baseline: each step's distribution, lookup and backward in turn.
-        // Sparse-dist: step i+1's distribution pushed before step i's
-        // lookup (it reads no weights: the same result).
-        std::vector<HostBatch> batches;
-        std::vector<std::shared_ptr<ShardedTbe::Step>> steps;
-        auto distribute = [&](int step) {
-          batches.push_back(
-              MakeHostBatch(*engine, MakeBatches(c.ranks, kLocalBatch, step).bags[r]));
-          steps.push_back(tbe.DistributeInput(batches.back().view(kLocalBatch)));
-        };
-        if (c.sparse_dist) distribute(0);
-        for (int step = 0; step < kSteps; ++step) {
-          if (!c.sparse_dist) distribute(step);
-          if (c.sparse_dist && step + 1 < kSteps) distribute(step + 1);
-          Tensor out = Host(*engine, {kLocalBatch, tables.total_dim()}, DType::kF32);
-          tbe.Lookup(*steps[step], out);
-          Tensor grads = Host(*engine, {kLocalBatch, tables.total_dim()}, DType::kF32);
-          for (int64_t b = 0; b < kLocalBatch; ++b) {
-            for (int64_t col = 0; col < tables.total_dim(); ++col) {
-              grads.data<float>()[b * tables.total_dim() + col] =
-                  Grad(r * kLocalBatch + b, col, step);
-            }
-          }
-          tbe.BackwardSgd(*steps[step], grads, {.learning_rate = kLr});
-          out.WaitToRead();
-          pooled[r].emplace_back(out.data<float>(), out.data<float>() + out.numel());
-        }
-        tbe.weights().WaitToRead();
-        weights[r].assign(tbe.weights().data<float>(),
-                          tbe.weights().data<float>() + tbe.weights().numel());
-        engine->WaitForAll();
-      } catch (...) {
-        errors[r] = std::current_exception();
+  std::vector<std::vector<float>> weights(c.ranks), state_a(c.ranks), state_b(c.ranks);
+  testing::RunRankThreads(c.ranks, [&](int r) {
+    auto engine = MakeEngine(c.type, c.workers);
+    CollectiveOps collectives(*engine, group.communicator(r));
+    ShardedTbe tbe(*engine, collectives, layout, r);
+    tbe.weights().WaitToWrite();
+    for (int j = 0; j < tbe.tables().num_tables(); ++j) {
+      const ShardLayout::Shard& shard = layout.shards(r)[j];
+      const int64_t first = shard.row_begin * tbe.tables().dim(j);  // in the whole table
+      for (int64_t e = 0; e < tbe.tables().rows(j) * tbe.tables().dim(j); ++e) {
+        tbe.weights().data<float>()[tbe.tables().weight_offset(j) + e] =
+            InitialWeight(static_cast<size_t>(shard.table), first + e);
       }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+    }
+    // Baseline: each step's distribution, lookup and backward in turn.
+    // Sparse-dist: step i+1's distribution pushed before step i's
+    // lookup (it reads no weights: the same result).
+    std::vector<HostBatch> batches;
+    std::vector<std::shared_ptr<ShardedTbe::Step>> steps;
+    auto distribute = [&](int step) {
+      batches.push_back(MakeHostBatch(*engine, MakeBatches(c.ranks, kLocalBatch, step).bags[r]));
+      steps.push_back(tbe.DistributeInput(batches.back().view(kLocalBatch)));
+    };
+    if (c.sparse_dist) distribute(0);
+    for (int step = 0; step < kSteps; ++step) {
+      if (!c.sparse_dist) distribute(step);
+      if (c.sparse_dist && step + 1 < kSteps) distribute(step + 1);
+      Tensor out = Host(*engine, {kLocalBatch, tables.total_dim()}, DType::kF32);
+      tbe.Lookup(*steps[step], out);
+      Tensor grads = Host(*engine, {kLocalBatch, tables.total_dim()}, DType::kF32);
+      for (int64_t b = 0; b < kLocalBatch; ++b) {
+        for (int64_t col = 0; col < tables.total_dim(); ++col) {
+          grads.data<float>()[b * tables.total_dim() + col] = Grad(r * kLocalBatch + b, col, step);
+        }
+      }
+      switch (c.opt) {
+        case Opt::kSgd:
+          tbe.BackwardSgd(*steps[step], grads, {.learning_rate = kLr});
+          break;
+        case Opt::kAdagrad:
+          tbe.BackwardRowwiseAdagrad(*steps[step], grads, kAdagrad);
+          break;
+        case Opt::kAdam:
+          tbe.BackwardAdam(*steps[step], grads, step + 1, kAdam);
+          break;
+      }
+      out.WaitToRead();
+      pooled[r].emplace_back(out.data<float>(), out.data<float>() + out.numel());
+    }
+    tbe.weights().WaitToRead();
+    weights[r] = Values(tbe.weights());
+    if (c.opt == Opt::kAdagrad) state_a[r] = Values(tbe.accumulator());
+    if (c.opt == Opt::kAdam) state_a[r] = Values(tbe.adam_m()), state_b[r] = Values(tbe.adam_v());
+    engine->WaitForAll();
+  });
 
   // Pooled rows: a table-wise table's columns bit for bit; a row-wise
   // table's are sums of the owners' partial sums (float rounding apart).
@@ -276,8 +306,19 @@ TEST_P(ShardedTbeTest, EqualsOneTbeOverTheWholeBatch) {
       const ShardLayout::Shard& shard = layout.shards(r)[j];
       const int64_t first = tables.weight_offset(shard.table) + shard.row_begin * owned.dim(j);
       for (int64_t e = 0; e < owned.rows(j) * owned.dim(j); ++e) {
-        ASSERT_TRUE(SameBits(weights[r][owned.weight_offset(j) + e], ref.weights[first + e]))
+        const int64_t at = owned.weight_offset(j) + e;
+        ASSERT_TRUE(SameBits(weights[r][at], ref.weights[first + e]))
             << "table " << shard.table << " on rank " << r << ", element " << e;
+        if (c.opt == Opt::kAdam) {
+          ASSERT_TRUE(SameBits(state_a[r][at], ref.state_a[first + e]) &&
+                      SameBits(state_b[r][at], ref.state_b[first + e]))
+              << "Adam's moments of table " << shard.table << ", element " << e;
+        }
+      }
+      const int64_t first_row = tables.row_offset(shard.table) + shard.row_begin;
+      for (int64_t row = 0; c.opt == Opt::kAdagrad && row < owned.rows(j); ++row) {
+        ASSERT_TRUE(SameBits(state_a[r][owned.row_offset(j) + row], ref.state_a[first_row + row]))
+            << "Adagrad's accumulator of table " << shard.table << ", row " << row;
       }
     }
   }
@@ -285,26 +326,34 @@ TEST_P(ShardedTbeTest, EqualsOneTbeOverTheWholeBatch) {
 
 INSTANTIATE_TEST_SUITE_P(
     Engines, ShardedTbeTest,
-    ::testing::Values(Case{"Naive_2ranks", engine::EngineType::kNaive, 1, 2,
-                           "0:0,1:1,2:0,3:1,4:1,5:0", false},
-                      Case{"Threaded2_2ranks", engine::EngineType::kThreaded, 2, 2,
-                           "0:1,1:1,2:0,3:0,4:1,5:0", false},
-                      Case{"PerDevice1_4ranks", engine::EngineType::kThreadedPerDevice, 1, 4,
-                           "0:0,1:1,2:2,3:3,4:0,5:2", false},
-                      Case{"PerDevice2_4ranks", engine::EngineType::kThreadedPerDevice, 2, 4,
-                           "0:3,1:2,2:1,3:0,4:3,5:1", false},
-                      Case{"Naive_2ranks_RowWise", engine::EngineType::kNaive, 1, 2,
-                           "0:row,1:1,2:0,3:row,4:1,5:0", false},
-                      Case{"PerDevice2_4ranks_RowWise", engine::EngineType::kThreadedPerDevice, 2,
-                           4, "0:row,1:1,2:2,3:3,4:0,5:row", false},
-                      Case{"Threaded2_4ranks_AllRowWise", engine::EngineType::kThreaded, 2, 4,
-                           "0:row,1:row,2:row,3:row,4:row,5:row", true},
-                      Case{"Naive_2ranks_SparseDist", engine::EngineType::kNaive, 1, 2,
-                           "0:0,1:1,2:0,3:1,4:1,5:0", true},
-                      Case{"Threaded2_4ranks_SparseDist", engine::EngineType::kThreaded, 2, 4,
-                           "0:0,1:1,2:2,3:3,4:0,5:2", true},
-                      Case{"PerDevice2_2ranks_SparseDist", engine::EngineType::kThreadedPerDevice,
-                           2, 2, "0:1,1:1,2:0,3:0,4:1,5:0", true}),
+    ::testing::Values(
+        Case{"Naive_2ranks", engine::EngineType::kNaive, 1, 2, "0:0,1:1,2:0,3:1,4:1,5:0", false},
+        Case{"Threaded2_2ranks", engine::EngineType::kThreaded, 2, 2, "0:1,1:1,2:0,3:0,4:1,5:0",
+             false},
+        Case{"PerDevice1_4ranks", engine::EngineType::kThreadedPerDevice, 1, 4,
+             "0:0,1:1,2:2,3:3,4:0,5:2", false},
+        Case{"PerDevice2_4ranks", engine::EngineType::kThreadedPerDevice, 2, 4,
+             "0:3,1:2,2:1,3:0,4:3,5:1", false},
+        Case{"Naive_2ranks_RowWise", engine::EngineType::kNaive, 1, 2,
+             "0:row,1:1,2:0,3:row,4:1,5:0", false},
+        Case{"PerDevice2_4ranks_RowWise", engine::EngineType::kThreadedPerDevice, 2, 4,
+             "0:row,1:1,2:2,3:3,4:0,5:row", false},
+        Case{"Threaded2_4ranks_AllRowWise", engine::EngineType::kThreaded, 2, 4,
+             "0:row,1:row,2:row,3:row,4:row,5:row", true},
+        Case{"Naive_2ranks_SparseDist", engine::EngineType::kNaive, 1, 2, "0:0,1:1,2:0,3:1,4:1,5:0",
+             true},
+        Case{"Threaded2_4ranks_SparseDist", engine::EngineType::kThreaded, 2, 4,
+             "0:0,1:1,2:2,3:3,4:0,5:2", true},
+        Case{"PerDevice2_2ranks_SparseDist", engine::EngineType::kThreadedPerDevice, 2, 2,
+             "0:1,1:1,2:0,3:0,4:1,5:0", true},
+        Case{"PerDevice2_2ranks_RowWise_Adagrad", engine::EngineType::kThreadedPerDevice, 2, 2,
+             "0:row,1:1,2:0,3:row,4:1,5:0", false, Opt::kAdagrad},
+        Case{"Threaded2_4ranks_SparseDist_Adagrad", engine::EngineType::kThreaded, 2, 4,
+             "0:0,1:1,2:2,3:3,4:0,5:row", true, Opt::kAdagrad},
+        Case{"Naive_2ranks_RowWise_Adam", engine::EngineType::kNaive, 1, 2,
+             "0:row,1:1,2:0,3:row,4:1,5:0", false, Opt::kAdam},
+        Case{"PerDevice2_4ranks_Adam", engine::EngineType::kThreadedPerDevice, 2, 4,
+             "0:3,1:2,2:1,3:0,4:3,5:row", true, Opt::kAdam}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 TEST(ShardLayoutTest, RefusesIdleRanksAndShortRowWiseTables) {

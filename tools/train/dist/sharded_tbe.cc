@@ -142,7 +142,7 @@ void ShardedTbe::PushUnpackInput(Step& step) {
       {step.owner_offsets.var(), step.owner_indices.var()}, {.name = "ShardedTbe::UnpackInput"});
 }
 
-void ShardedTbe::BackwardSgd(Step& step, const Tensor& grad_out, const ops::SgdOptions& sgd) {
+ops::TbeBatch ShardedTbe::DistributeGrads(Step& step, const Tensor& grad_out) {
   const ShardLayout& l = layout_;
   step.grads_send = Host({step.pooled_received.numel()}, DType::kF32);
   engine_.PushSync([&l, grads = Span<const float>(grad_out), send = Span<float>(step.grads_send)](
@@ -152,8 +152,36 @@ void ShardedTbe::BackwardSgd(Step& step, const Tensor& grad_out, const ops::SgdO
   // The reverse of the output's exchange: its counts swap sides.
   collectives_.AllToAllV(step.grads_send, pooled_received_, step.owner_grads, pooled_sent_,
                          fmt::format("gradients of step {}", step.number));
-  const ops::TbeBatch owner{&step.owner_indices, &step.owner_offsets, nullptr, l.global_batch()};
+  return {&step.owner_indices, &step.owner_offsets, nullptr, l.global_batch()};
+}
+
+void ShardedTbe::BackwardSgd(Step& step, const Tensor& grad_out, const ops::SgdOptions& sgd) {
+  const ops::TbeBatch owner = DistributeGrads(step, grad_out);
   ops::EmbeddingBagBackwardSgd(tables_, weights_, owner, step.owner_grads, sgd);
+}
+
+void ShardedTbe::BackwardRowwiseAdagrad(Step& step, const Tensor& grad_out,
+                                        const ops::RowwiseAdagradOptions& adagrad) {
+  if (!accumulator_) accumulator_ = Zeros(tables_.total_rows());
+  const ops::TbeBatch owner = DistributeGrads(step, grad_out);
+  ops::EmbeddingBagBackwardRowwiseAdagrad(tables_, weights_, accumulator_, owner, step.owner_grads,
+                                          adagrad);
+}
+
+void ShardedTbe::BackwardAdam(Step& step, const Tensor& grad_out, int64_t adam_step,
+                              const ops::AdamOptions& adam) {
+  if (!adam_m_)
+    adam_m_ = Zeros(tables_.total_elements()), adam_v_ = Zeros(tables_.total_elements());
+  const ops::TbeBatch owner = DistributeGrads(step, grad_out);
+  ops::EmbeddingBagBackwardAdam(tables_, weights_, adam_m_, adam_v_, owner, step.owner_grads,
+                                adam_step, adam);
+}
+
+Tensor ShardedTbe::Zeros(int64_t n) {
+  Tensor t = Host({n}, DType::kF32);
+  t.WaitToWrite();
+  std::fill_n(t.data<float>(), n, 0.0f);
+  return t;
 }
 
 }  // namespace ember::train

@@ -4,7 +4,8 @@
 // shards), every step a push order of engine ops: the input distribution
 // (lengths, then indices), the owner's forward over the global batch, the
 // output distribution, and on the way back the gradients' distribution
-// and the owner's fused backward (shard_layout.h says what moves where).
+// and the owner's fused backward with SGD, row-wise Adagrad or Adam
+// (shard_layout.h says what moves where).
 // Table-wise sharding is bit-identical to one TBE over the concatenated
 // batch; row-wise sharding too in its weights, and within float rounding
 // in its pooled rows (the test checks both on every engine type). Sum
@@ -65,12 +66,30 @@ class ShardedTbe {
   // Pushes the backward of `step` with `grad_out` ([B_l, total_dim] f32),
   // fused with SGD on the owned tables.
   void BackwardSgd(Step& step, const storage::Tensor& grad_out, const ops::SgdOptions& sgd);
+  // The same fused with row-wise Adagrad or Adam (ops/embedding_bag.h),
+  // whose state for the owned rows starts at zero on first use and lives
+  // with the owner, as FBGEMM keeps it with the table. `adam_step` counts
+  // from 1.
+  void BackwardRowwiseAdagrad(Step& step, const storage::Tensor& grad_out,
+                              const ops::RowwiseAdagradOptions& adagrad);
+  void BackwardAdam(Step& step, const storage::Tensor& grad_out, int64_t adam_step,
+                    const ops::AdamOptions& adam);
+
+  // The owned rows' optimizer state (empty until its first backward):
+  // row-wise Adagrad's accumulator [total_rows], Adam's moments
+  // [total_elements], of tables().
+  [[nodiscard]] const storage::Tensor& accumulator() const { return accumulator_; }
+  [[nodiscard]] const storage::Tensor& adam_m() const { return adam_m_; }
+  [[nodiscard]] const storage::Tensor& adam_v() const { return adam_v_; }
 
  private:
   [[nodiscard]] storage::Tensor Host(std::vector<int64_t> shape, storage::DType dtype);
   [[nodiscard]] storage::Tensor Counts(const std::vector<int64_t>& counts);
   void PushPackInput(const ops::TbeBatch& local, Step& step);
   void PushUnpackInput(Step& step);
+  // Pushes the gradients' way to the owners; the owner's batch of `step`.
+  [[nodiscard]] ops::TbeBatch DistributeGrads(Step& step, const storage::Tensor& grad_out);
+  [[nodiscard]] storage::Tensor Zeros(int64_t n);
 
   engine::Engine& engine_;
   CollectiveOps& collectives_;
@@ -78,6 +97,7 @@ class ShardedTbe {
   const int rank_;
   const ops::TbeTables tables_;
   storage::Tensor weights_;
+  storage::Tensor accumulator_, adam_m_, adam_v_;
   // The constant counts of the lengths' and the pooled rows' exchanges.
   storage::Tensor lengths_sent_, lengths_received_, pooled_sent_, pooled_received_;
   int64_t steps_ = 0;
