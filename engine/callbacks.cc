@@ -13,14 +13,22 @@ namespace ember::engine {
 namespace internal {
 
 BlockRef::BlockRef(OprBlock* block) : block_(block) { block_->Ref(); }
-BlockRef::BlockRef(const BlockRef& other) : block_(other.block_) { block_->Ref(); }
-BlockRef::BlockRef(BlockRef&& other) noexcept : block_(std::exchange(other.block_, nullptr)) {}
+BlockRef::BlockRef(const BlockRef& other) : block_(other.block_) {
+  if (block_ != nullptr) block_->Ref();
+}
+// A borrowed reference is not handed on: the mover counts a new one and the
+// borrowed one stays as it was (it was never the mover's to end).
+BlockRef::BlockRef(BlockRef&& other) noexcept
+    : block_(other.counted_ ? std::exchange(other.block_, nullptr) : other.block_) {
+  if (!other.counted_ && block_ != nullptr) block_->Ref();
+}
 BlockRef& BlockRef::operator=(BlockRef other) noexcept {
   std::swap(block_, other.block_);
+  std::swap(counted_, other.counted_);
   return *this;
 }
 BlockRef::~BlockRef() {
-  if (block_ != nullptr) block_->Unref();
+  if (counted_ && block_ != nullptr) block_->Unref();
 }
 
 OprBlock* BlockRef::block(const char* who) const {

@@ -84,7 +84,10 @@ class VarList {
 namespace internal {
 // BlockRef: a counted reference to an op in flight, the common part of
 // OnStart and OnComplete. Holding one keeps the op's bookkeeping alive, so a
-// late or repeated call is detected instead of touching freed memory.
+// late or repeated call is detected instead of touching freed memory. The
+// ones an async op is handed are borrowed (they count nothing: the engine
+// holds the op for the call, and an op's two callbacks would otherwise cost
+// it four atomic updates); every copy, and a move of a borrowed one, counts.
 class BlockRef {
  public:
   BlockRef(const BlockRef& other);
@@ -93,12 +96,16 @@ class BlockRef {
   ~BlockRef();
 
  protected:
+  struct Borrowed {};
   explicit BlockRef(OprBlock* block);
+  // REQUIRES: the caller keeps `block` alive while this object lives.
+  BlockRef(OprBlock* block, Borrowed /*unused*/) : block_(block), counted_(false) {}
   // The op, or throws UsageError naming `who` for a moved-from callback.
   OprBlock* block(const char* who) const;
 
  private:
   OprBlock* block_;
+  bool counted_ = true;  // false: borrowed
 };
 }  // namespace internal
 

@@ -139,8 +139,10 @@ struct alignas(alignof(VarLink)) OprBlock {
   // The view of this op that the GPU backend gets.
   GpuOp gpu_op() { return GpuOp{name, ctx.device_id, links(), gpu}; }
 
-  OnStart MakeOnStart() { return OnStart(this); }
-  OnComplete MakeOnComplete() { return OnComplete(this); }
+  // Borrowed: for the call of the op's function only, during which the
+  // engine holds the block (DependencyEngine::Execute).
+  OnStart MakeOnStart() { return OnStart(this, OnStart::Borrowed{}); }
+  OnComplete MakeOnComplete() { return OnComplete(this, OnComplete::Borrowed{}); }
 
   DependencyEngine* const engine;
   Operator* const shared_op;  // null for one-shot pushes

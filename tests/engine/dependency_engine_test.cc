@@ -69,7 +69,9 @@ TEST_P(DependencyEngineTest, PushFromAnotherThreadWaitsForTheHolder) {
           ran = true;
         },
         {}, {v});
-    if (is_naive()) EXPECT_TRUE(ran.load()) << "a NaiveEngine push returned before its op ran";
+    if (is_naive()) {
+      EXPECT_TRUE(ran.load()) << "a NaiveEngine push returned before its op ran";
+    }
     pushed = true;
   });
   std::this_thread::sleep_for(milliseconds(20));
