@@ -17,6 +17,15 @@
 
 namespace ember::cache {
 
+// Sizing in numbers: the ways of a set, and the bytes one way takes on its
+// device (a row of `dim` elements of `dtype`, then a tag, a timestamp and a
+// lock), so that a caller can work out a budget without making a cache.
+inline constexpr int kCacheWays = 32;
+inline constexpr int64_t kCacheStateBytesPerSlot = 8 + 8 + 4;
+inline int64_t CacheSlotBytes(int64_t dim, storage::DType dtype) {
+  return dim * static_cast<int64_t>(storage::SizeOf(dtype)) + kCacheStateBytesPerSlot;
+}
+
 enum class CachePolicy {
   kLru,  // evict the way used longest ago
   kLfu,  // evict the way whose row was used least often (per-row counts), then the oldest

@@ -27,10 +27,7 @@ using storage::DType;
 using storage::Tensor;
 
 constexpr int64_t kWays = internal::kWays;
-// Per slot, besides its row: a tag, a timestamp, a lock.
-constexpr int64_t kStateBytesPerSlot = 8 + 8 + 4;
-
-int64_t ElementBytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+static_assert(kWays == kCacheWays);
 
 void CheckOptions(const CacheOptions& options) {
   if (options.dtype != DType::kF32 && options.dtype != DType::kF16 &&
@@ -60,7 +57,8 @@ storage::StorageManager& DeviceMemoryFor(engine::Context ctx) {
 }
 
 std::size_t HomeBytes(const ops::TbeTables& tables, const CacheOptions& options) {
-  return static_cast<std::size_t>(tables.total_elements() * ElementBytes(options.dtype));
+  return static_cast<std::size_t>(tables.total_elements() *
+                                  static_cast<int64_t>(storage::SizeOf(options.dtype)));
 }
 
 int64_t SlotDim(const ops::TbeTables& tables) {
@@ -72,7 +70,7 @@ int64_t SlotDim(const ops::TbeTables& tables) {
 // Sets from the byte budget or the load factor; at least one, and few
 // enough that slot numbers fit the i32 locations.
 int64_t NumSets(const ops::TbeTables& tables, const CacheOptions& options, int64_t slot_dim) {
-  const int64_t slot_bytes = slot_dim * ElementBytes(options.dtype) + kStateBytesPerSlot;
+  const int64_t slot_bytes = CacheSlotBytes(slot_dim, options.dtype);
   int64_t sets = 0;
   if (options.cache_bytes > 0) {
     sets = options.cache_bytes / (slot_bytes * kWays);

@@ -33,6 +33,7 @@
 #include <absl/flags/usage.h>
 #include <fmt/format.h>
 
+#include "cache/cache_options.h"
 #include "engine/base/device.h"
 #include "engine/engine.h"
 #include "engine/error.h"
@@ -263,9 +264,8 @@ void ReadPlanFlags(Command& c) {
 std::vector<ShardingTable> ShardingTablesOf(const Command& c) {
   const ModelConfig& m = c.train.model;
   const ember::cache::CacheOptions& cache = c.train.placement.cache;
-  const double element = m.embedding_dtype == ember::storage::DType::kF32 ? 4 : 2;
-  const double slot_bytes =
-      static_cast<double>(m.embedding_dim) * element + 20;  // a way's row and state
+  const auto slot_bytes =
+      static_cast<double>(ember::cache::CacheSlotBytes(m.embedding_dim, m.embedding_dtype));
   double rows = 0;
   for (int64_t r : m.table_rows) rows += static_cast<double>(r);
   const double load_factor =
@@ -347,13 +347,15 @@ Command FromFlags() {
   cache.load_factor = absl::GetFlag(FLAGS_load_factor);
   CheckRange("load_factor", cache.load_factor, 1e-9, 1.0);
   cache.cache_bytes = absl::GetFlag(FLAGS_cache_bytes);
-  const int64_t element = m.embedding_dtype == ember::storage::DType::kF32 ? 4 : 2;
-  const int64_t set_bytes = 32 * (m.embedding_dim * element + 20);  // ways x (row + state)
+  const auto element = static_cast<int64_t>(ember::storage::SizeOf(m.embedding_dtype));
+  const int64_t set_bytes =
+      ember::cache::kCacheWays * ember::cache::CacheSlotBytes(m.embedding_dim, m.embedding_dtype);
   if (cache.cache_bytes < 0 || (cache.cache_bytes > 0 && cache.cache_bytes < set_bytes)) {
     Bad(
-        fmt::format("--cache_bytes={} is smaller than one cache set: 32 ways of a {}-byte row and "
-                    "20 bytes of state need {} bytes",
-                    cache.cache_bytes, m.embedding_dim * element, set_bytes));
+        fmt::format("--cache_bytes={} is smaller than one cache set: {} ways of a {}-byte row and "
+                    "{} bytes of state need {} bytes",
+                    cache.cache_bytes, ember::cache::kCacheWays, m.embedding_dim * element,
+                    ember::cache::kCacheStateBytesPerSlot, set_bytes));
   }
   cache.prefetch_passes = absl::GetFlag(FLAGS_prefetch_passes);
   CheckRange("prefetch_passes", cache.prefetch_passes, 1, 1024);

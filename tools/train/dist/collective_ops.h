@@ -53,8 +53,6 @@ class CollectiveOps {
   // Communicator::AllReduceSum of `data` (f32) in place, in rank order.
   void AllReduceSum(const storage::Tensor& data, std::string what);
 
-  [[nodiscard]] engine::VarHandle order_var() const { return order_; }
-
  private:
   engine::Engine& engine_;
   Communicator& comm_;

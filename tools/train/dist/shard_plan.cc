@@ -63,19 +63,22 @@ std::vector<int64_t> TableShard::RowsPerGpu(int64_t rows, int num_gpus) const {
   return out;
 }
 
+void AddShardLoads(const TableShard& shard, const ShardingTable& table,
+                   std::vector<GpuLoad>& loads) {
+  const int num_gpus = static_cast<int>(loads.size());
+  const std::vector<int64_t> rows = shard.RowsPerGpu(table.rows, num_gpus);
+  for (int g = 0; g < num_gpus; ++g) {
+    const auto shard_rows = static_cast<double>(rows[g]);
+    const double share = table.rows > 0 ? shard_rows / static_cast<double>(table.rows) : 0.0;
+    loads[g].resident_bytes += shard_rows * table.resident_bytes_per_row;
+    loads[g].lookup_work += share * table.lookups_per_batch * static_cast<double>(table.dim);
+  }
+}
+
 std::vector<GpuLoad> GpuLoads(const ShardPlan& plan, const std::vector<ShardingTable>& tables) {
   CheckSizes(plan, tables.size(), "GpuLoads");
   std::vector<GpuLoad> loads(plan.num_gpus);
-  for (size_t t = 0; t < tables.size(); ++t) {
-    const ShardingTable& table = tables[t];
-    const std::vector<int64_t> rows = plan.tables[t].RowsPerGpu(table.rows, plan.num_gpus);
-    for (int g = 0; g < plan.num_gpus; ++g) {
-      const auto shard_rows = static_cast<double>(rows[g]);
-      const double share = table.rows > 0 ? shard_rows / static_cast<double>(table.rows) : 0.0;
-      loads[g].resident_bytes += shard_rows * table.resident_bytes_per_row;
-      loads[g].lookup_work += share * table.lookups_per_batch * static_cast<double>(table.dim);
-    }
-  }
+  for (size_t t = 0; t < tables.size(); ++t) AddShardLoads(plan.tables[t], tables[t], loads);
   return loads;
 }
 

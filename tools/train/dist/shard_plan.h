@@ -53,6 +53,10 @@ struct GpuLoad {
   double lookup_work = 0;  // expected lookups per batch x dim
 };
 
+// Adds `shard`'s part of `table` to each GPU's load (`loads`: one a GPU).
+void AddShardLoads(const TableShard& shard, const ShardingTable& table,
+                   std::vector<GpuLoad>& loads);
+
 // Each GPU's load under `plan`. `tables` must match the plan's size.
 std::vector<GpuLoad> GpuLoads(const ShardPlan& plan, const std::vector<ShardingTable>& tables);
 

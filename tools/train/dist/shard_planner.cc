@@ -41,13 +41,14 @@ void CheckInputs(const std::vector<ShardingTable>& tables, const ShardPlannerOpt
   }
 }
 
-// The greedy placement of the table-wise tables, with the loads so far.
+// The greedy placement, with the loads so far.
 class Placer {
  public:
   Placer(const std::vector<ShardingTable>& tables, const ShardPlannerOptions& options)
-      : budgets_(options.gpu_budget_bytes), bytes_(budgets_.size(), 0), work_(budgets_.size(), 0) {
-    for (const ShardingTable& table : tables)
+      : budgets_(options.gpu_budget_bytes), loads_(budgets_.size()) {
+    for (const ShardingTable& table : tables) {
       total_bytes_ += Bytes(table), total_work_ += Work(table);
+    }
   }
 
   [[nodiscard]] int gpus() const { return static_cast<int>(budgets_.size()); }
@@ -57,14 +58,8 @@ class Placer {
     return std::max(Normalized(Bytes(table), total_bytes_), Normalized(Work(table), total_work_));
   }
 
-  void AddRowWise(const ShardingTable& table) {
-    const std::vector<int64_t> rows =
-        TableShard{.kind = ShardKind::kRowWise}.RowsPerGpu(table.rows, gpus());
-    for (int g = 0; g < gpus(); ++g) {
-      const double share = static_cast<double>(rows[g]) / static_cast<double>(table.rows);
-      bytes_[g] += Bytes(table) * share;
-      work_[g] += Work(table) * share;
-    }
+  void Add(const TableShard& shard, const ShardingTable& table) {
+    AddShardLoads(shard, table, loads_);
   }
 
   // The GPU with room for `table` where its larger normalized load ends
@@ -73,22 +68,18 @@ class Placer {
     std::optional<int> best;
     double best_load = std::numeric_limits<double>::infinity();
     for (int g = 0; g < gpus(); ++g) {
-      if (bytes_[g] + Bytes(table) > budgets_[g]) continue;
-      const double load = std::max(Normalized(bytes_[g] + Bytes(table), total_bytes_),
-                                   Normalized(work_[g] + Work(table), total_work_));
+      const double bytes = loads_[g].resident_bytes + Bytes(table);
+      if (bytes > budgets_[g]) continue;
+      const double load = std::max(Normalized(bytes, total_bytes_),
+                                   Normalized(loads_[g].lookup_work + Work(table), total_work_));
       if (load < best_load) best = g, best_load = load;
     }
     return best;
   }
 
-  void AddTableWise(const ShardingTable& table, int gpu) {
-    bytes_[gpu] += Bytes(table);
-    work_[gpu] += Work(table);
-  }
-
   [[nodiscard]] double MostRoom() const {
     double room = 0;
-    for (int g = 0; g < gpus(); ++g) room = std::max(room, budgets_[g] - bytes_[g]);
+    for (int g = 0; g < gpus(); ++g) room = std::max(room, budgets_[g] - loads_[g].resident_bytes);
     return room;
   }
 
@@ -96,8 +87,7 @@ class Placer {
   static double Normalized(double value, double total) { return total > 0 ? value / total : 0; }
 
   std::vector<double> budgets_;
-  std::vector<double> bytes_;
-  std::vector<double> work_;
+  std::vector<GpuLoad> loads_;
   double total_bytes_ = 0;
   double total_work_ = 0;
 };
@@ -125,7 +115,7 @@ ShardPlan PlanShards(const std::vector<ShardingTable>& tables, const ShardPlanne
   for (size_t t = 0; t < tables.size(); ++t) {
     if (SplitRowWise(tables[t], placer, options.policy)) {
       plan.tables[t] = {.kind = ShardKind::kRowWise};
-      placer.AddRowWise(tables[t]);
+      placer.Add(plan.tables[t], tables[t]);
     } else {
       table_wise.push_back(t);
     }
@@ -137,10 +127,10 @@ ShardPlan PlanShards(const std::vector<ShardingTable>& tables, const ShardPlanne
   for (size_t t : table_wise) {
     if (const std::optional<int> gpu = placer.Best(tables[t])) {
       plan.tables[t] = {.kind = ShardKind::kTableWise, .gpu = *gpu};
-      placer.AddTableWise(tables[t], *gpu);
+      placer.Add(plan.tables[t], tables[t]);
     } else if (options.policy == ShardingPolicy::kAuto) {
       plan.tables[t] = {.kind = ShardKind::kRowWise};
-      placer.AddRowWise(tables[t]);
+      placer.Add(plan.tables[t], tables[t]);
     } else {
       throw InvalidArgument(fmt::format(
           "[PlanShards] table {} ({:.1f} MiB on its GPU) fits on no GPU table-wise: the most "
