@@ -5,6 +5,7 @@
 
 #include "engine/internal/task_queue.h"
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -46,12 +47,17 @@ TEST(FifoQueueTest, SpinningQueueDeliversWhilePollingAndAfterSleeping) {
     blocks.back()->seq = i;
   }
   std::vector<uint64_t> got;
+  std::atomic<int> taken{0};
   std::thread consumer([&] {
-    while (internal::OprBlock* block = queue->Pop()) got.push_back(block->seq);
+    while (internal::OprBlock* block = queue->Pop()) got.push_back(block->seq), ++taken;
   });
-  queue->Push(blocks[0].get());  // taken while polling
-  std::this_thread::sleep_for(std::chrono::microseconds(500));
-  queue->Push(blocks[1].get());
+  // Each push waits for the one before to be taken (on a loaded machine
+  // the consumer may start late; then the priority queue would rightly
+  // hand out the higher priority first).
+  queue->Push(blocks[0].get());
+  while (taken.load() < 1) std::this_thread::yield();
+  queue->Push(blocks[1].get());  // taken while polling: the consumer just popped
+  while (taken.load() < 2) std::this_thread::yield();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the consumer sleeps now
   queue->Push(blocks[2].get());
   queue->Close(1);
@@ -70,12 +76,17 @@ TEST(PriorityQueueTest, SpinningQueueDeliversWhilePollingAndAfterSleeping) {
     blocks.back()->seq = i;
   }
   std::vector<uint64_t> got;
+  std::atomic<int> taken{0};
   std::thread consumer([&] {
-    while (internal::OprBlock* block = queue->Pop()) got.push_back(block->seq);
+    while (internal::OprBlock* block = queue->Pop()) got.push_back(block->seq), ++taken;
   });
-  queue->Push(blocks[0].get());  // taken while polling
-  std::this_thread::sleep_for(std::chrono::microseconds(500));
-  queue->Push(blocks[1].get());
+  // Each push waits for the one before to be taken (on a loaded machine
+  // the consumer may start late; then the priority queue would rightly
+  // hand out the higher priority first).
+  queue->Push(blocks[0].get());
+  while (taken.load() < 1) std::this_thread::yield();
+  queue->Push(blocks[1].get());  // taken while polling: the consumer just popped
+  while (taken.load() < 2) std::this_thread::yield();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the consumer sleeps now
   queue->Push(blocks[2].get());
   queue->Close(1);
