@@ -117,4 +117,34 @@ void SplitColumns(const Tensor& input, std::initializer_list<Tensor*> parts) {
   Push(kOp, args, {&input}, {p[0], p[1], p[2], p[3]}, ctx);
 }
 
+void SliceRows(const Tensor& input, int64_t first_row, Tensor& out) {
+  static constexpr std::string_view kOp = "SliceRows";
+  CheckOperand(kOp, "input", input);
+  CheckOperand(kOp, "out", out);
+  internal::CheckNotSame(kOp, "out", out, "input", input);
+  const int64_t rows = input.shape()[0];
+  const int64_t columns = Columns(input);
+  if (Columns(out) != columns) {
+    throw InvalidArgument(fmt::format(
+        "[{}] `out` has shape {}; rows of `input` (shape {}) have {} "
+        "columns",
+        kOp, internal::ShapeString(out.shape()), internal::ShapeString(input.shape()), columns));
+  }
+  if (first_row < 0 || first_row > rows - out.shape()[0]) {
+    throw InvalidArgument(fmt::format("[{}] rows [{}, {}) of `input`, which has {}", kOp, first_row,
+                                      first_row + out.shape()[0], rows));
+  }
+  const engine::Context ctx = internal::CheckSamePlace(kOp, {&input, &out});
+  // The slice is one contiguous run of the whole: one part of one row.
+  ConcatArgs args;
+  args.direction = ConcatDirection::kFromWhole;
+  args.rows = 1;
+  args.width = out.numel();
+  args.num_parts = 1;
+  args.part_width[0] = out.numel();
+  args.part[0] = out.data<float>();
+  args.whole = input.data<float>() + first_row * columns;
+  Push(kOp, args, {&input}, {&out}, ctx);
+}
+
 }  // namespace ember::ops

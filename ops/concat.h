@@ -28,6 +28,7 @@
 // The tensors must stay alive until the pushed op has run (a Tensor's
 // deletion is deferred through the engine, so destroying it is safe).
 
+#include <cstdint>
 #include <initializer_list>
 
 #include "storage/tensor.h"
@@ -46,5 +47,11 @@ void ConcatColumns(std::initializer_list<const Tensor*> parts, Tensor& out);
 // of ConcatColumns. Reads input; writes every part (distinct from input and
 // from each other).
 void SplitColumns(const Tensor& input, std::initializer_list<Tensor*> parts);
+
+// out = input's rows [first_row, first_row + out's rows): a slice of the
+// batch, e.g. one data-parallel rank's examples of a whole batch (rows and
+// columns as above; out's columns are input's). Reads input; writes out
+// (distinct from input). InvalidArgument also for rows outside input.
+void SliceRows(const Tensor& input, int64_t first_row, Tensor& out);
 
 }  // namespace ember::ops

@@ -13,7 +13,7 @@
 namespace ember::ops {
 
 void SigmoidBinaryCrossEntropy(const Tensor& logits, const Tensor& labels, Tensor& loss,
-                               Tensor& grad_logits) {
+                               Tensor& grad_logits, int64_t mean_over) {
   static constexpr std::string_view kOp = "SigmoidBinaryCrossEntropy";
   internal::CheckF32(kOp, "logits", logits);
   internal::CheckF32(kOp, "labels", labels);
@@ -22,6 +22,11 @@ void SigmoidBinaryCrossEntropy(const Tensor& logits, const Tensor& labels, Tenso
   if (logits.numel() == 0) {
     throw InvalidArgument(fmt::format("[{}] `logits` has shape {}; the mean of no losses", kOp,
                                       internal::ShapeString(logits.shape())));
+  }
+  if (mean_over != 0 && mean_over < logits.numel()) {
+    throw InvalidArgument(fmt::format(
+        "[{}] `mean_over` is {}: the mean of {} logits is over at least as many (0: over them)",
+        kOp, mean_over, logits.numel()));
   }
   internal::CheckShape(kOp, "labels", labels, logits.shape());
   internal::CheckShape(kOp, "grad_logits", grad_logits, logits.shape());
@@ -34,6 +39,7 @@ void SigmoidBinaryCrossEntropy(const Tensor& logits, const Tensor& labels, Tenso
   const engine::Context ctx =
       internal::CheckSamePlace(kOp, {&logits, &labels, &loss, &grad_logits});
   const internal::LossArgs args{.n = logits.numel(),
+                                .mean_over = mean_over == 0 ? logits.numel() : mean_over,
                                 .logits = logits.data<float>(),
                                 .labels = labels.data<float>(),
                                 .loss = loss.data<float>(),

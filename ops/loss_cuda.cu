@@ -11,7 +11,7 @@ namespace {
 constexpr int kReduceThreads = 1024;
 
 __global__ void BceGradKernel(LossArgs args) {
-  const auto n = static_cast<float>(args.n);
+  const auto n = static_cast<float>(args.mean_over);
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < args.n; i += stride) {
     args.grad_logits[i] = SigmoidMinusLabel(args.logits[i], args.labels[i]) / n;
@@ -30,7 +30,7 @@ __global__ void BceLossKernel(LossArgs args) {
     if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
     __syncthreads();
   }
-  if (threadIdx.x == 0) args.loss[0] = static_cast<float>(partial[0] / static_cast<double>(args.n));
+  if (threadIdx.x == 0) args.loss[0] = static_cast<float>(partial[0] / static_cast<double>(args.mean_over));
 }
 
 __global__ void SigmoidKernel(LossArgs args) {

@@ -17,9 +17,10 @@ namespace ember::ops::internal {
 
 struct LossArgs {
   int64_t n = 0;                  // >= 1 for the BCE kernels (loss.cc checks)
+  int64_t mean_over = 0;          // the mean's divisor, >= n (BCE)
   const float* logits = nullptr;  // [n]
   const float* labels = nullptr;  // [n], in [0, 1]
-  float* loss = nullptr;          // 1 element: the mean over n
+  float* loss = nullptr;          // 1 element: the sum over n / mean_over
   float* grad_logits = nullptr;   // [n]
   float* probs = nullptr;         // Sigmoid: [n]
 };

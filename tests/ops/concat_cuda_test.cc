@@ -1,4 +1,4 @@
-// ConcatColumns and SplitColumns on the GPU against the CPU kernels on the
+// ConcatColumns, SplitColumns and SliceRows on the GPU against the CPU kernels on the
 // same inputs, on every engine type: a pure copy, so bit for bit. Skips on
 // a machine without a CUDA device.
 
@@ -49,6 +49,13 @@ TEST_P(ConcatCudaTest, MatchesTheCpuBitForBit) {
   SplitColumns(x_gpu, {&d_gpu, &p_gpu});
   EXPECT_EQ(ToHost<float>(d_gpu), dense);
   EXPECT_EQ(ToHost<float>(p_gpu), pooled);
+
+  // The second of three data-parallel slices of the batch.
+  Tensor slice_gpu = Empty({batch / 3, tables * dim}, kGpu);
+  SliceRows(b_gpu, batch / 3, slice_gpu);
+  EXPECT_EQ(ToHost<float>(slice_gpu),
+            std::vector<float>(pooled.begin() + batch / 3 * tables * dim,
+                               pooled.begin() + 2 * batch / 3 * tables * dim));
 }
 
 TEST_P(ConcatCudaTest, RejectsTensorsOnTwoContexts) {

@@ -1,4 +1,4 @@
-// ConcatColumns and SplitColumns against their definition (concat.h), on
+// ConcatColumns, SplitColumns and SliceRows against their definition (concat.h), on
 // every engine type: a pure copy, so results are compared exactly.
 
 #include "ops/concat.h"
@@ -66,6 +66,34 @@ TEST_P(ConcatTest, OnePartIsACopyAndNoRowsIsNothing) {
   Tensor none_out = Empty({0, 3});
   ConcatColumns({&none}, none_out);
   EXPECT_TRUE(ToHost<float>(none_out).empty());
+}
+
+// The slices of a batch, e.g. a [B, F, D] one's in three parts, are its
+// rows in order; an empty slice at the end is nothing.
+TEST_P(ConcatTest, SliceRowsCopiesConsecutiveRows) {
+  std::vector<float> x;
+  Tensor whole = Random({9, 2, 3}, &x);
+  for (int64_t first : {0, 3, 6}) {
+    Tensor part = Empty({3, 6});
+    SliceRows(whole, first, part);
+    EXPECT_EQ(ToHost<float>(part),
+              std::vector<float>(x.begin() + first * 6, x.begin() + (first + 3) * 6))
+        << "rows from " << first;
+  }
+  Tensor none = Empty({0, 2, 3});
+  SliceRows(whole, 9, none);
+  EXPECT_TRUE(ToHost<float>(none).empty());
+  Tensor too_many = Empty({4, 6});
+  ExpectInvalid([&] { SliceRows(whole, 6, too_many); },
+                "[SliceRows] rows [6, 10) of `input`, which has 9");
+  ExpectInvalid([&] { SliceRows(whole, -1, too_many); },
+                "[SliceRows] rows [-1, 3) of `input`, which has 9");
+  Tensor narrow = Empty({3, 5});
+  ExpectInvalid([&] { SliceRows(whole, 0, narrow); },
+                "[SliceRows] `out` has shape [3, 5]; rows of `input` (shape [9, 2, 3]) have 6 "
+                "columns");
+  ExpectInvalid([&] { SliceRows(whole, 0, whole); },
+                "[SliceRows] `out` and `input` are one tensor");
 }
 
 TEST_P(ConcatTest, RejectsBadArguments) {

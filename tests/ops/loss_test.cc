@@ -71,6 +71,33 @@ TEST_P(LossTest, ExtremeLogitsStayFinite) {
   EXPECT_EQ(ToHost<float>(grad), std::vector<float>{1.0f});
 }
 
+// A data-parallel rank's part of a batch, divided by the whole batch's
+// size: the parts' gradients are the whole's bit for bit, their losses sum
+// to the whole's.
+TEST_P(LossTest, PartsOfABatchMeanOverTheWhole) {
+  const std::vector<float> x = RandomFloats(rng_, 96, -6.0f, 6.0f);
+  const std::vector<float> y = Labels(x.size());
+  Tensor loss = Empty({1});
+  Tensor grad = Empty({96});
+  SigmoidBinaryCrossEntropy(F32(x, {96}), F32(y, {96}), loss, grad);
+  const std::vector<float> whole = ToHost<float>(grad);
+  double loss_sum = 0;
+  for (int part = 0; part < 3; ++part) {
+    const auto begin = x.begin() + 32 * part;
+    const auto label_begin = y.begin() + 32 * part;
+    Tensor part_loss = Empty({1});
+    Tensor part_grad = Empty({32, 1});
+    SigmoidBinaryCrossEntropy(F32({begin, begin + 32}, {32, 1}),
+                              F32({label_begin, label_begin + 32}, {32, 1}), part_loss, part_grad,
+                              /*mean_over=*/96);
+    const std::vector<float> g = ToHost<float>(part_grad);
+    EXPECT_EQ(g, std::vector<float>(whole.begin() + 32 * part, whole.begin() + 32 * (part + 1)))
+        << "part " << part;
+    loss_sum += ToHost<float>(part_loss)[0];
+  }
+  ExpectClose({static_cast<float>(loss_sum)}, {ToHost<float>(loss)[0]}, 1e-6, 1e-7, "loss");
+}
+
 TEST_P(LossTest, SigmoidMatchesReference) {
   std::vector<float> x = RandomFloats(rng_, 1000, -20.0f, 20.0f);
   x.push_back(-100.0f);
@@ -106,6 +133,10 @@ TEST_P(LossTest, RejectsBadArguments) {
   Tensor none_grad = Empty({0});
   ExpectInvalid([&] { SigmoidBinaryCrossEntropy(none, none, loss, none_grad); },
                 std::string(kOp) + "`logits` has shape [0]; the mean of no losses");
+  ExpectInvalid([&] { SigmoidBinaryCrossEntropy(logits, labels, loss, grad, 7); },
+                std::string(kOp) +
+                    "`mean_over` is 7: the mean of 8 logits is over at least as "
+                    "many (0: over them)");
   Tensor ints = Tensor::Empty(*engine_, {8}, DType::kI32, engine::Context::CPU());
   ExpectInvalid([&] { SigmoidBinaryCrossEntropy(logits, ints, loss, grad); },
                 std::string(kOp) + "`labels` is i32; expected f32");

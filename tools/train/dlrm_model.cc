@@ -8,21 +8,15 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
-#include "ops/concat.h"
 #include "ops/elementwise.h"
-#include "ops/interaction.h"
 #include "ops/loss.h"
 #include "storage/half.h"
+#include "tools/train/embedding_init.h"
 
 namespace ember::train {
 namespace {
 
 using storage::DType;
-
-// Seeds of the model's parts, as streams of config.seed.
-constexpr uint64_t kBottomStream = 1;
-constexpr uint64_t kTopStream = 2;
-constexpr uint64_t kTablesStream = 3;
 
 // Makes `tensor` a tensor of `shape` unless it is one already. A reused
 // tensor keeps its var, so the engine orders the new batch's writes after
@@ -40,20 +34,16 @@ cache::CacheOptions CacheOptionsFor(const ModelConfig& config, const ModelPlacem
   return options;
 }
 
-// Writes table t's initial rows into the home (host-addressable): element e
-// is ops::RandomUniform's value number e of the tables' seed, scaled to
-// table t's range.
+// Writes the tables' initial rows (embedding_init.h) into the home
+// (host-addressable).
 void FillHome(const ModelConfig& config, const ops::TbeTables& tables, void* home) {
-  const uint64_t seed = ops::RandomBits(config.seed, kTablesStream);
+  const uint64_t seed = EmbeddingSeed(config.seed);
   const int64_t total = tables.total_elements();
   auto fill = [&](int64_t begin, int64_t end) {
     int t = 0;
     for (int64_t e = begin; e < end; ++e) {
       while (e >= tables.weight_offset(t + 1)) ++t;
-      const float hi = static_cast<float>(std::sqrt(1.0 / static_cast<double>(tables.rows(t))));
-      const float lo = -hi;
-      const float u = static_cast<float>(ops::RandomBits(seed, e) >> 40) * 0x1p-24f;
-      const float value = lo + (hi - lo) * u;
+      const float value = InitialEmbedding(seed, tables.rows(t), e);
       switch (config.embedding_dtype) {
         case DType::kF16:
           static_cast<uint16_t*>(home)[e] = storage::FloatToHalf(value);
@@ -90,50 +80,13 @@ DlrmModel::DlrmModel(engine::Engine& engine, const ModelConfig& config,
       placement_(placement),
       tbe_(std::make_unique<cache::CachedTbe>(engine, config.tables(),
                                               CacheOptionsFor(config, placement))),
-      bottom_(engine, placement.ctx, config.bottom_sizes(), /*relu_last=*/true,
-              config.optimizer.kind, "bottom"),
-      top_(engine, placement.ctx, config.top_sizes(), /*relu_last=*/false, config.optimizer.kind,
-           "top") {}
+      dense_(engine, config_, placement.ctx, placement.dense_grad_slices) {}
 
 void DlrmModel::Initialize() {
-  bottom_.Initialize(ops::RandomBits(config_.seed, kBottomStream));
-  top_.Initialize(ops::RandomBits(config_.seed, kTopStream));
+  dense_.Initialize(config_.seed);
   Tensor& home = tbe_->home();
   home.WaitToWrite();
   FillHome(config_, tbe_->tables(), home.data());
-}
-
-void DlrmModel::Shape(BatchState& state, int64_t batch) {
-  if (state.batch == batch) return;
-  const engine::Context ctx = placement_.ctx;
-  const int64_t t = config_.num_tables();
-  const int64_t d = config_.embedding_dim;
-  const int64_t pairs = config_.interaction_pairs();
-  auto f32 = [&](std::vector<int64_t> shape) {
-    return Tensor::Empty(engine_, std::move(shape), DType::kF32, ctx);
-  };
-  state.batch = batch;
-  state.bottom = bottom_.NewActivations(batch);
-  state.top = top_.NewActivations(batch);
-  state.pooled = f32({batch, t * d});
-  state.inter_in = f32({batch, t + 1, d});
-  state.inter_out = f32({batch, pairs});
-  state.top_in = f32({batch, d + pairs});
-  state.loss = f32({1});
-  state.grad_logits = f32({batch, 1});
-  state.d_top_in = f32({batch, d + pairs});
-  state.d_z = f32({batch, d});
-  state.d_z_inter = f32({batch, d});
-  state.d_inter_out = f32({batch, pairs});
-  state.d_inter_in = f32({batch, t + 1, d});
-  state.d_pooled = f32({batch, t * d});
-  state.probs = f32({batch, 1});
-  // Host copies: pinned memory on a GPU, so that the copies are DMAs.
-  const auto host_kind = ctx.is_gpu() ? storage::MemoryKind::kPinned : storage::MemoryKind::kCpu;
-  state.host_loss = Tensor::Empty(engine_, {1}, DType::kF32, engine::Context::CPU(), host_kind);
-  state.host_probs =
-      Tensor::Empty(engine_, {batch, 1}, DType::kF32, engine::Context::CPU(), host_kind);
-  if (!state.done) state.done = Tensor::Empty(engine_, {1}, DType::kI64, engine::Context::CPU());
 }
 
 void DlrmModel::Upload(BatchState& state, const HostBatch& batch) {
@@ -161,7 +114,7 @@ void DlrmModel::Upload(BatchState& state, const HostBatch& batch) {
 
   const engine::Context ctx = placement_.ctx;
   const int64_t n = batch.indices.numel();
-  Shape(state, b);
+  dense_.Shape(state, b);
   Ensure(engine_, state.dense, {b, config_.num_dense}, DType::kF32, ctx);
   Ensure(engine_, state.indices, {n}, DType::kI64, ctx);
   Ensure(engine_, state.offsets, {t * b + 1}, DType::kI64, ctx);
@@ -203,30 +156,13 @@ void DlrmModel::EmbeddingForward(BatchState& state) {
   state.embedded = true;
 }
 
-void DlrmModel::DenseForwardCore(BatchState& state) {
-  bottom_.Forward(state.dense, state.bottom);
-  const Tensor& z = state.bottom.out.back();
-  ops::ConcatColumns({&z, &state.pooled}, state.inter_in);
-  ops::DotInteraction(state.inter_in, state.inter_out);
-  ops::ConcatColumns({&z, &state.inter_out}, state.top_in);
-  top_.Forward(state.top_in, state.top);
-}
-
 void DlrmModel::DenseForward(BatchState& state) {
-  DenseForwardCore(state);
-  ops::SigmoidBinaryCrossEntropy(state.top.out.back(), state.labels, state.loss, state.grad_logits);
+  dense_.Forward(state);
   // The one value the host reads each step, copied out by the copy workers.
   if (placement_.ctx.is_gpu()) state.loss.CopyTo(state.host_loss);
 }
 
-void DlrmModel::DenseBackward(BatchState& state) {
-  top_.Backward(state.top_in, state.top, state.grad_logits, &state.d_top_in);
-  ops::SplitColumns(state.d_top_in, {&state.d_z, &state.d_inter_out});
-  ops::DotInteractionBackward(state.inter_in, state.d_inter_out, state.d_inter_in);
-  ops::SplitColumns(state.d_inter_in, {&state.d_z_inter, &state.d_pooled});
-  ops::Add(state.d_z, state.d_z_inter, state.d_z);
-  bottom_.Backward(state.dense, state.bottom, state.d_z, nullptr);
-}
+void DlrmModel::DenseBackward(BatchState& state) { dense_.Backward(state); }
 
 void DlrmModel::Relookup(BatchState& state) { tbe_->Relookup(TbeBatchOf(state), *state.locations); }
 
@@ -252,16 +188,13 @@ void DlrmModel::EmbeddingBackward(BatchState& state) {
   }
 }
 
-void DlrmModel::DenseUpdate(BatchState& state) {
-  bottom_.Update(config_.optimizer, state.step + 1);
-  top_.Update(config_.optimizer, state.step + 1);
-}
+void DlrmModel::DenseUpdate(BatchState& state) { dense_.Update(config_.optimizer, state.step + 1); }
 
 void DlrmModel::EvaluationForward(BatchState& state) {
   const ops::TbeBatch batch = TbeBatchOf(state);
   tbe_->LookupForInference(batch, *state.locations);
   tbe_->ForwardInference(batch, *state.locations, state.pooled, TbeOptionsFor());
-  DenseForwardCore(state);
+  dense_.ForwardLogits(state);
   const Tensor& logits = state.top.out.back();
   ops::SigmoidBinaryCrossEntropy(logits, state.labels, state.loss, state.grad_logits);
   ops::Sigmoid(logits, state.probs);
@@ -270,8 +203,7 @@ void DlrmModel::EvaluationForward(BatchState& state) {
 }
 
 std::vector<engine::VarHandle> DlrmModel::StepOutputVars() const {
-  std::vector<engine::VarHandle> vars = bottom_.ParameterVars();
-  for (engine::VarHandle var : top_.ParameterVars()) vars.push_back(var);
+  std::vector<engine::VarHandle> vars = dense_.ParameterVars();
   vars.push_back(tbe_->home().var());
   vars.push_back(tbe_->slots().var());
   return vars;
@@ -282,8 +214,7 @@ const Tensor& DlrmModel::HostLoss(const BatchState& state) const {
 }
 
 void DlrmModel::ForEachDenseState(const std::function<void(const std::string&, Tensor&)>& fn) {
-  bottom_.ForEachState(fn);
-  top_.ForEachState(fn);
+  dense_.ForEachState(fn);
 }
 
 void DlrmModel::ForEachTableState(const std::function<void(const std::string&, Tensor&)>& fn) {

@@ -37,7 +37,7 @@
 #include "engine/engine.h"
 #include "tools/train/batch_state.h"
 #include "tools/train/data/batch.h"
-#include "tools/train/mlp.h"
+#include "tools/train/dlrm_dense.h"
 #include "tools/train/model_config.h"
 
 namespace ember::train {
@@ -56,6 +56,11 @@ struct ModelPlacement {
   // checks them as it runs, and its error reaches the trainer through the
   // step markers (trainer.h, "Errors").
   bool check_batches = true;
+  // Sums the dense gradients over this many equal slices of each batch, in
+  // slice order (mlp.h, "Gradient slices"): as G data-parallel ranks do,
+  // so that this model reproduces a G-rank run bit for bit (docs/train.md,
+  // "Several GPUs"). Every batch must split evenly. 1: no slices.
+  int dense_grad_slices = 1;
 };
 
 class DlrmModel {
@@ -111,8 +116,6 @@ class DlrmModel {
   void ForEachTableState(const std::function<void(const std::string&, Tensor&)>& fn);
 
  private:
-  void Shape(BatchState& state, int64_t batch);
-  void DenseForwardCore(BatchState& state);
   [[nodiscard]] ops::TbeBatch TbeBatchOf(const BatchState& state) const;
   [[nodiscard]] ops::TbeOptions TbeOptionsFor() const;
 
@@ -120,8 +123,7 @@ class DlrmModel {
   const ModelConfig config_;
   const ModelPlacement placement_;
   std::unique_ptr<cache::CachedTbe> tbe_;
-  Mlp bottom_;
-  Mlp top_;
+  DlrmDense dense_;
 };
 
 }  // namespace ember::train

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "ops/concat.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/optimizer.h"
@@ -13,16 +14,21 @@
 namespace ember::train {
 
 Mlp::Mlp(engine::Engine& engine, engine::Context ctx, std::vector<int64_t> sizes, bool relu_last,
-         Optimizer optimizer, std::string name)
+         Optimizer optimizer, std::string name, int grad_slices)
     : engine_(engine),
       ctx_(ctx),
       sizes_(std::move(sizes)),
       relu_last_(relu_last),
       optimizer_(optimizer),
-      name_(std::move(name)) {
+      name_(std::move(name)),
+      grad_slices_(grad_slices) {
   if (sizes_.size() < 2) {
     throw InvalidArgument(fmt::format(
         "[Mlp] {}: {} sizes; an MLP needs its input and at least one layer", name_, sizes_.size()));
+  }
+  if (grad_slices_ < 1) {
+    throw InvalidArgument(
+        fmt::format("[Mlp] {}: {} gradient slices; expected at least 1", name_, grad_slices_));
   }
   for (std::size_t l = 0; l + 1 < sizes_.size(); ++l) {
     Layer layer;
@@ -44,6 +50,7 @@ Mlp::Param Mlp::NewParam(std::vector<int64_t> shape) {
     p.state1 = Tensor::Empty(engine_, shape, storage::DType::kF32, ctx_);
     ops::Fill(p.state1, 0.0f);
   }
+  if (grad_slices_ > 1) p.part = Tensor::Empty(engine_, shape, storage::DType::kF32, ctx_);
   return p;
 }
 
@@ -60,13 +67,27 @@ void Mlp::Initialize(uint64_t seed) {
 }
 
 Mlp::Activations Mlp::NewActivations(int64_t batch) const {
+  if (batch % grad_slices_ != 0) {
+    throw InvalidArgument(fmt::format("[Mlp] {}: a batch of {} examples in {} gradient slices",
+                                      name_, batch, grad_slices_));
+  }
+  auto f32 = [&](int64_t rows, int64_t columns) {
+    return Tensor::Empty(engine_, {rows, columns}, storage::DType::kF32, ctx_);
+  };
   Activations act;
   act.batch = batch;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
-    act.out.push_back(Tensor::Empty(engine_, {batch, sizes_[l + 1]}, storage::DType::kF32, ctx_));
+    act.out.push_back(f32(batch, sizes_[l + 1]));
     // grad_in[0] stays empty: the caller owns dx of the first layer.
-    act.grad_in.push_back(
-        l == 0 ? Tensor() : Tensor::Empty(engine_, {batch, sizes_[l]}, storage::DType::kF32, ctx_));
+    act.grad_in.push_back(l == 0 ? Tensor() : f32(batch, sizes_[l]));
+    if (grad_slices_ == 1) continue;
+    const int64_t rows = batch / grad_slices_;
+    act.grad_slices.emplace_back();
+    act.input_slices.emplace_back();
+    for (int s = 0; s < grad_slices_; ++s) {
+      act.grad_slices[l].push_back(f32(rows, sizes_[l + 1]));
+      act.input_slices[l].push_back(f32(rows, sizes_[l]));
+    }
   }
   return act;
 }
@@ -89,12 +110,33 @@ void Mlp::Backward(const Tensor& x, Activations& act, Tensor& dy, Tensor* dx) {
     // ReLU's gradient in place: g_l = dy_l where y_l > 0 (y_l is the
     // in-place ReLU's output, positive exactly where its input was).
     if (l + 1 < layers_.size() || relu_last_) ops::ReluGrad(*g, act.out[l], *g);
-    const Tensor& input = l == 0 ? x : act.out[l - 1];
-    ops::Matmul(*g, input, layer.weight.grad, /*transpose_a=*/true);
-    ops::BiasGrad(*g, layer.bias.grad);
+    ParamGrads(layer, *g, l == 0 ? x : act.out[l - 1], act, l);
     Tensor* grad_in = l == 0 ? dx : &act.grad_in[l];
     if (grad_in != nullptr) ops::Matmul(*g, layer.weight.value, *grad_in);
     g = grad_in;
+  }
+}
+
+void Mlp::ParamGrads(Layer& layer, const Tensor& g, const Tensor& x, Activations& act,
+                     std::size_t l) {
+  if (grad_slices_ == 1) {
+    ops::Matmul(g, x, layer.weight.grad, /*transpose_a=*/true);
+    ops::BiasGrad(g, layer.bias.grad);
+    return;
+  }
+  const int64_t rows = act.batch / grad_slices_;
+  for (int s = 0; s < grad_slices_; ++s) {
+    Tensor& g_s = act.grad_slices[l][s];
+    Tensor& x_s = act.input_slices[l][s];
+    ops::SliceRows(g, s * rows, g_s);
+    ops::SliceRows(x, s * rows, x_s);
+    Tensor& dw = s == 0 ? layer.weight.grad : layer.weight.part;
+    Tensor& db = s == 0 ? layer.bias.grad : layer.bias.part;
+    ops::Matmul(g_s, x_s, dw, /*transpose_a=*/true);
+    ops::BiasGrad(g_s, db);
+    if (s == 0) continue;
+    ops::Add(layer.weight.grad, dw, layer.weight.grad);
+    ops::Add(layer.bias.grad, db, layer.bias.grad);
   }
 }
 
@@ -136,6 +178,13 @@ void Mlp::ForEachState(const std::function<void(const std::string&, Tensor&)>& f
         fn(name + ".adam_v", param->state1);
       }
     }
+  }
+}
+
+void Mlp::ForEachGradient(const std::function<void(const std::string&, Tensor&)>& fn) {
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    fn(fmt::format("{}.{}.weight", name_, l), layers_[l].weight.grad);
+    fn(fmt::format("{}.{}.bias", name_, l), layers_[l].bias.grad);
   }
 }
 

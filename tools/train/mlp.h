@@ -14,6 +14,12 @@
 //   update    W_l, b_l by the optimizer, from dW_l, db_l
 // Gradients are overwritten by each backward, not accumulated.
 //
+// Gradient slices. With S > 1 slices, dW_l and db_l are summed slice by
+// slice: each of S equal row blocks of the batch gets its own product, and
+// the S results are added in slice order, ((s0 + s1) + s2) + ... That is
+// exactly what S data-parallel ranks compute with a rank-order all-reduce
+// (tools/train/dist/), so one process reproduces a sharded run bit for bit.
+//
 // Thread safety: one thread pushes a model's ops (the pipeline's order is
 // the push order).
 
@@ -34,18 +40,22 @@ class Mlp {
  public:
   // One batch's activations: per layer its output y_l [B, sizes[l + 1]]
   // and, for l >= 1, the gradient with respect to its input
-  // [B, sizes[l]].
+  // [B, sizes[l]]; with gradient slices, per layer and slice the slice's
+  // rows of g_l and x_l.
   struct Activations {
     int64_t batch = -1;
     std::vector<Tensor> out;
     std::vector<Tensor> grad_in;
+    std::vector<std::vector<Tensor>> grad_slices;
+    std::vector<std::vector<Tensor>> input_slices;
   };
 
   // Parameters of `sizes` (inputs first, at least two entries) on `ctx`,
   // uninitialized until Initialize; their optimizer state (zeroed) as
   // `optimizer` needs. `name` prefixes the tensors' names ("bottom").
+  // `grad_slices`: S above (1: one product over the whole batch).
   Mlp(engine::Engine& engine, engine::Context ctx, std::vector<int64_t> sizes, bool relu_last,
-      Optimizer optimizer, std::string name);
+      Optimizer optimizer, std::string name, int grad_slices = 1);
   Mlp(const Mlp&) = delete;
   Mlp& operator=(const Mlp&) = delete;
 
@@ -54,6 +64,7 @@ class Mlp {
   // on every device).
   void Initialize(uint64_t seed);
 
+  // Throws InvalidArgument when `batch` is not a multiple of the slices.
   [[nodiscard]] Activations NewActivations(int64_t batch) const;
   [[nodiscard]] const std::vector<int64_t>& sizes() const { return sizes_; }
 
@@ -70,6 +81,9 @@ class Mlp {
   // ("bottom.1.weight", "bottom.1.weight.adam_m"), in a fixed order: what
   // a checkpoint holds.
   void ForEachState(const std::function<void(const std::string&, Tensor&)>& fn);
+  // Every parameter's gradient, named as its parameter, in that order:
+  // what a data-parallel rank sums over the ranks before Update.
+  void ForEachGradient(const std::function<void(const std::string&, Tensor&)>& fn);
   // The parameters' vars (what an update writes).
   [[nodiscard]] std::vector<engine::VarHandle> ParameterVars() const;
 
@@ -79,6 +93,7 @@ class Mlp {
     Tensor grad;
     Tensor state0;  // Adagrad: sum of squares; Adam: first moment
     Tensor state1;  // Adam: second moment
+    Tensor part;    // with gradient slices: one slice's gradient
   };
   struct Layer {
     Param weight;  // [out, in]
@@ -86,6 +101,8 @@ class Mlp {
   };
 
   Param NewParam(std::vector<int64_t> shape);
+  // dW and db of `layer` from its output gradient g and input x.
+  void ParamGrads(Layer& layer, const Tensor& g, const Tensor& x, Activations& act, std::size_t l);
   void Step(Param& param, const OptimizerConfig& config, int64_t step);
 
   engine::Engine& engine_;
@@ -94,6 +111,7 @@ class Mlp {
   const bool relu_last_;
   const Optimizer optimizer_;
   const std::string name_;
+  const int grad_slices_;
   std::vector<Layer> layers_;
 };
 

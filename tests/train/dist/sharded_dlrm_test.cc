@@ -1,0 +1,262 @@
+// Sharded training (tools/train/dist/sharded_dlrm.h, sharded_schedule.h)
+// against the unsharded model: 2 and 4 ranks (threads, each with its own
+// engine and an in-process communicator), every sharded schedule, every
+// optimizer. With table-wise shards every rank's dense parameters and
+// optimizer state and every owner's rows and table state are bit-identical
+// to one Trainer's over the same global batches with dense_grad_slices =
+// ranks (its cache evicting and missing); the losses (the ranks' parts
+// summed) within float rounding. With a row-wise table the pooled rows
+// differ in the last bits, and so does what depends on them: within 1e-4.
+
+#include "tools/train/dist/sharded_dlrm.h"
+
+#include <bit>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+#include "engine/error.h"
+#include "tests/train/dist/dist_test_util.h"
+#include "tests/train/train_test_util.h"
+#include "tools/train/dist/in_process_communicator.h"
+#include "tools/train/dist/sharded_schedule.h"
+#include "tools/train/trainer.h"
+
+namespace ember::train {
+namespace {
+
+using storage::Tensor;
+using Weights = std::map<std::string, std::vector<float>>;
+
+constexpr int64_t kGlobalBatch = 8;
+constexpr int kSteps = 6;
+
+// Five tables, so that four ranks all own one table-wise.
+ModelConfig Model(Optimizer optimizer) {
+  ModelConfig m = testing::TinyModel(optimizer);
+  m.table_rows = {50, 120, 200, 80, 64};
+  return m;
+}
+
+Schedule SingleGpuTwin(ShardedSchedule s) {
+  switch (s) {
+    case ShardedSchedule::kFused:
+      return Schedule::kFused;
+    case ShardedSchedule::kSemisync:
+      return Schedule::kSemisync;
+    default:
+      return Schedule::kBaseline;  // sparse-dist computes baseline's values
+  }
+}
+
+struct Outcome {
+  std::vector<float> losses;
+  Weights weights;
+};
+
+std::vector<float> Values(const Tensor& t) {
+  t.WaitToRead();
+  return {t.data<float>(), t.data<float>() + t.numel()};
+}
+
+Outcome RunUnsharded(const std::string& engine_name, ShardedSchedule schedule, Optimizer optimizer,
+                     int ranks) {
+  auto engine = testing::NewEngine(engine_name);
+  const ModelConfig model = Model(optimizer);
+  TrainOptions options = testing::TinyOptions(model, SingleGpuTwin(schedule), kSteps);
+  options.placement.dense_grad_slices = ranks;
+  Outcome run;
+  Trainer trainer(
+      *engine, options,
+      std::make_unique<SyntheticSource>(testing::TinyData(model, kGlobalBatch, kEndless)), nullptr);
+  for (const StepRecord& r : trainer.Run().records) run.losses.push_back(r.loss);
+  run.weights = testing::ReadWeights(trainer.model());
+  return run;
+}
+
+// One rank's run: its dense state, its owned rows and their state, and the
+// losses it saw (every rank sees the global loss).
+Outcome RunRank(const std::string& engine_name, ShardedSchedule schedule, Optimizer optimizer,
+                const ShardLayout& layout, InProcessCommunicatorGroup& group, int rank) {
+  auto engine = testing::NewEngine(engine_name);
+  const ModelConfig config = Model(optimizer);
+  CollectiveOps collectives(*engine, group.communicator(rank));
+  ShardedDlrm model(*engine, collectives, layout, rank, config);
+  model.Initialize();
+  SyntheticSource data(testing::TinyData(config, kGlobalBatch, kEndless));
+  const BatchMemory memory{engine.get()};
+  auto upload = [&](ShardedBatch& batch, int step) {
+    const HostBatch local = SliceBatch(*engine, *data.Next(memory), rank, layout.ranks());
+    model.Upload(batch, local);
+    batch.state.step = step;
+  };
+  ShardedBatch ring[2];
+  upload(ring[0], 0);
+  Outcome run;
+  for (int step = 0; step < kSteps; ++step) {
+    ShardedBatch& cur = ring[step % 2];
+    ShardedBatch* next = step + 1 < kSteps ? &ring[(step + 1) % 2] : nullptr;
+    if (next != nullptr) upload(*next, step + 1);
+    PushShardedStep(schedule, model, cur, next);
+    run.losses.push_back(Values(model.Loss(cur))[0]);
+  }
+  model.dense().ForEachState(
+      [&](const std::string& name, Tensor& t) { run.weights[name] = Values(t); });
+  run.weights["tables.weights"] = Values(model.tbe().weights());
+  if (optimizer == Optimizer::kAdagrad) {
+    run.weights["tables.accumulator"] = Values(model.tbe().accumulator());
+  }
+  if (optimizer == Optimizer::kAdam) {
+    run.weights["tables.adam_m"] = Values(model.tbe().adam_m());
+    run.weights["tables.adam_v"] = Values(model.tbe().adam_v());
+  }
+  engine->WaitForAll();
+  return run;
+}
+
+struct Case {
+  std::string engine;
+  int ranks;
+  const char* plan;
+  bool row_wise;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.engine << "_" << c.ranks << "ranks" << (c.row_wise ? "_rowwise" : "");
+}
+
+class ShardedDlrmTest
+    : public ::testing::TestWithParam<std::tuple<Case, ShardedSchedule, Optimizer>> {};
+
+bool SameBits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
+
+// `got` against `want`: bit for bit, or within `tol` (relative to 1).
+void ExpectMatch(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (tol == 0) {
+      ASSERT_TRUE(SameBits(got[i], want[i]))
+          << what << "[" << i << "]: " << got[i] << " != " << want[i];
+    } else {
+      ASSERT_NEAR(got[i], want[i], tol * std::max(1.0f, std::abs(want[i])))
+          << what << "[" << i << "]";
+    }
+  }
+}
+
+TEST_P(ShardedDlrmTest, EqualsTheUnshardedModel) {
+  const auto& [c, schedule, optimizer] = GetParam();
+  const ModelConfig config = Model(optimizer);
+  const ops::TbeTables tables = config.tables();
+  const ShardPlan plan = ParseShardPlan(c.plan, config.num_tables(), c.ranks);
+  const ShardLayout layout(plan, tables, kGlobalBatch / c.ranks);
+  const Outcome ref = RunUnsharded(c.engine, schedule, optimizer, c.ranks);
+  ASSERT_EQ(ref.losses.size(), static_cast<size_t>(kSteps));
+
+  InProcessCommunicatorGroup group(c.ranks);
+  std::vector<Outcome> runs(c.ranks);
+  testing::RunRankThreads(
+      c.ranks, [&](int r) { runs[r] = RunRank(c.engine, schedule, optimizer, layout, group, r); });
+
+  const double tol = c.row_wise ? 1e-4 : 0.0;
+  for (int r = 0; r < c.ranks; ++r) {
+    SCOPED_TRACE(::testing::Message() << "rank " << r);
+    ASSERT_EQ(runs[r].losses.size(), ref.losses.size());
+    for (int s = 0; s < kSteps; ++s) {
+      EXPECT_NEAR(runs[r].losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s]))
+          << "loss of step " << s;
+    }
+    for (const auto& [name, want] : ref.weights) {
+      if (name.starts_with("tables.")) continue;
+      ExpectMatch(runs[r].weights.at(name), want, tol, name);
+    }
+    // The owned shards' rows (and Adagrad's per-row, Adam's per-element
+    // state) at their place in the unsharded tables.
+    const ops::TbeTables owned = layout.OwnedTables(r);
+    for (int j = 0; j < owned.num_tables(); ++j) {
+      const ShardLayout::Shard& shard = layout.shards(r)[j];
+      const int64_t dim = owned.dim(j);
+      for (const char* name : {"tables.weights", "tables.adam_m", "tables.adam_v"}) {
+        if (!ref.weights.contains(name)) continue;
+        const std::vector<float>& all = ref.weights.at(name);
+        const auto begin = all.begin() + tables.weight_offset(shard.table) + shard.row_begin * dim;
+        const auto mine = runs[r].weights.at(name).begin() + owned.weight_offset(j);
+        ExpectMatch(std::vector<float>(mine, mine + owned.rows(j) * dim),
+                    std::vector<float>(begin, begin + owned.rows(j) * dim), tol,
+                    std::string(name) + " of table " + std::to_string(shard.table));
+      }
+      if (ref.weights.contains("tables.accumulator")) {
+        const std::vector<float>& all = ref.weights.at("tables.accumulator");
+        const auto begin = all.begin() + tables.row_offset(shard.table) + shard.row_begin;
+        const auto mine = runs[r].weights.at("tables.accumulator").begin() + owned.row_offset(j);
+        ExpectMatch(std::vector<float>(mine, mine + owned.rows(j)),
+                    std::vector<float>(begin, begin + owned.rows(j)), tol,
+                    "accumulator of table " + std::to_string(shard.table));
+      }
+    }
+  }
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  for (const std::string& engine : testing::RuntimeEngineNames()) {
+    cases.push_back({engine, 2, "0:0,1:1,2:0,3:1,4:1", false});
+    cases.push_back({engine, 4, "0:0,1:1,2:2,3:3,4:1", false});
+  }
+  cases.push_back({"ThreadedEnginePerDevice", 2, "0:0,1:row,2:1,3:row,4:0", true});
+  return cases;
+}
+
+std::string CaseName(
+    const ::testing::TestParamInfo<std::tuple<Case, ShardedSchedule, Optimizer>>& info) {
+  const auto& [c, schedule, optimizer] = info.param;
+  std::string name = c.engine + "_" + std::to_string(c.ranks) + "ranks" +
+                     (c.row_wise ? "_rowwise_" : "_") + std::string(ToString(schedule)) + "_" +
+                     std::string(ToString(optimizer));
+  std::erase(name, '-');
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Dist, ShardedDlrmTest,
+    ::testing::Combine(::testing::ValuesIn(Cases()), ::testing::ValuesIn(AllShardedSchedules()),
+                       ::testing::Values(Optimizer::kSgd, Optimizer::kAdagrad, Optimizer::kAdam)),
+    CaseName);
+
+TEST(ShardedDlrmErrors, RefusesWhatItCannotShard) {
+  auto engine = testing::NewEngine("NaiveEngine");
+  InProcessCommunicatorGroup group(2);
+  CollectiveOps collectives(*engine, group.communicator(0));
+  ModelConfig config = Model(Optimizer::kSgd);
+  const ShardLayout layout(ParseShardPlan("0:0,1:1,2:0,3:1,4:1", 5, 2), config.tables(), 4);
+  config.embedding_dtype = storage::DType::kF16;
+  EXPECT_THAT(testing::ErrorOf([&] { ShardedDlrm(*engine, collectives, layout, 0, config); }),
+              ::testing::HasSubstr("sharded tables are f32 with sum pooling"));
+  config = Model(Optimizer::kSgd);
+  config.table_rows.pop_back();
+  EXPECT_THAT(testing::ErrorOf([&] { ShardedDlrm(*engine, collectives, layout, 0, config); }),
+              ::testing::HasSubstr("the shard layout has 5 tables of 20 columns in all; the "
+                                   "model 4 of 16"));
+  ShardedDlrm model(*engine, collectives, layout, 0, Model(Optimizer::kSgd));
+  SyntheticSource data(testing::TinyData(Model(Optimizer::kSgd), 6, kEndless));
+  const HostBatch six = *data.Next(BatchMemory{engine.get()});
+  EXPECT_EQ(testing::ErrorOf([&] { (void)SliceBatch(*engine, six, 0, 4); }),
+            "[SliceBatch] rank 0 of 4: a batch of 6 examples splits into equal slices only over "
+            "a number of ranks that divides it");
+  const HostBatch three = SliceBatch(*engine, six, 1, 2);
+  ShardedBatch batch;
+  EXPECT_THAT(testing::ErrorOf([&] { model.Upload(batch, three); }),
+              ::testing::HasSubstr("[ShardedDlrm::Upload] rank 0: a local batch of 3 examples; "
+                                   "the model takes 4 examples"));
+}
+
+}  // namespace
+}  // namespace ember::train

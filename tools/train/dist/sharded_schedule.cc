@@ -1,0 +1,101 @@
+#include "tools/train/dist/sharded_schedule.h"
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+
+namespace ember::train {
+namespace {
+
+void EnsureDistributed(ShardedDlrm& m, ShardedBatch& b) {
+  if (!b.distributed) m.DistributeInput(b);
+}
+
+void EnsureLookedUp(ShardedDlrm& m, ShardedBatch& b) {
+  EnsureDistributed(m, b);
+  if (!b.embedded) m.Lookup(b);
+}
+
+void PushLookup(ShardedDlrm& m, ShardedBatch* b) {
+  if (b != nullptr) EnsureLookedUp(m, *b);
+}
+
+void PushBackward(ShardedDlrm& m, ShardedBatch& b) {
+  m.DenseBackward(b);
+  m.EmbeddingBackward(b);
+}
+
+void PushBaseline(ShardedDlrm& m, ShardedBatch& cur) {
+  EnsureLookedUp(m, cur);
+  m.DenseForward(cur);
+  PushBackward(m, cur);
+  m.DenseUpdate(cur);
+}
+
+void PushSparseDist(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next) {
+  EnsureDistributed(m, cur);
+  if (next != nullptr) EnsureDistributed(m, *next);  // overlaps batch i
+  PushBaseline(m, cur);
+}
+
+void PushFused(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next) {
+  EnsureLookedUp(m, cur);
+  m.DenseForward(cur);
+  PushBackward(m, cur);
+  PushLookup(m, next);  // after the update it must see; overlaps DenseUpdate(i)
+  m.DenseUpdate(cur);
+}
+
+void PushSemisync(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next) {
+  EnsureLookedUp(m, cur);
+  m.DenseForward(cur);
+  PushLookup(m, next);  // before Backward(i): reads rows without i's update
+  PushBackward(m, cur);
+  m.DenseUpdate(cur);
+}
+
+}  // namespace
+
+std::string_view ToString(ShardedSchedule schedule) {
+  switch (schedule) {
+    case ShardedSchedule::kBaseline:
+      return "baseline";
+    case ShardedSchedule::kSparseDist:
+      return "sparse-dist";
+    case ShardedSchedule::kFused:
+      return "fused";
+    case ShardedSchedule::kSemisync:
+      return "semisync";
+  }
+  return "?";
+}
+
+ShardedSchedule ParseShardedSchedule(std::string_view name) {
+  for (ShardedSchedule s : AllShardedSchedules()) {
+    if (name == ToString(s)) return s;
+  }
+  throw InvalidArgument(fmt::format(
+      "[ParseShardedSchedule] unknown schedule '{}'; valid: baseline, sparse-dist, fused, semisync",
+      name));
+}
+
+std::vector<ShardedSchedule> AllShardedSchedules() {
+  return {ShardedSchedule::kBaseline, ShardedSchedule::kSparseDist, ShardedSchedule::kFused,
+          ShardedSchedule::kSemisync};
+}
+
+void PushShardedStep(ShardedSchedule schedule, ShardedDlrm& model, ShardedBatch& cur,
+                     ShardedBatch* next) {
+  switch (schedule) {
+    case ShardedSchedule::kBaseline:
+      return PushBaseline(model, cur);
+    case ShardedSchedule::kSparseDist:
+      return PushSparseDist(model, cur, next);
+    case ShardedSchedule::kFused:
+      return PushFused(model, cur, next);
+    case ShardedSchedule::kSemisync:
+      return PushSemisync(model, cur, next);
+  }
+}
+
+}  // namespace ember::train

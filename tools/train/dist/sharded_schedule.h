@@ -1,0 +1,50 @@
+#pragma once
+
+// Sharded schedules: the order in which the stages of a ShardedDlrm
+// (sharded_dlrm.h) are pushed for consecutive batches, TorchRec's
+// pipelines as push orders over the same ops. Every rank pushes the same
+// schedule, so every rank issues the same collectives in the same order
+// (collective_ops.h); the vars make the engine overlap the rest.
+//
+//   baseline     batch after batch: DistributeInput, Lookup, DenseForward,
+//                DenseBackward, EmbeddingBackward, DenseUpdate.
+//   sparse-dist  DistributeInput(i+1) pushed before Lookup(i): the next
+//                batch's input distribution overlaps batch i
+//                (TrainPipelineSparseDist).
+//   fused        the lookup of batch i+1 (DistributeInput and Lookup)
+//                pushed right after EmbeddingBackward(i), before
+//                DenseUpdate(i): it overlaps the dense all-reduce and
+//                optimizer (TorchRec's fused pipeline).
+//   semisync     the lookup of batch i+1 pushed after DenseForward(i),
+//                before the backward of batch i: batch i+1 reads rows
+//                without batch i's update. Stale by design.
+//
+// baseline, sparse-dist and fused compute the same values; semisync
+// computes what the single-GPU semisync schedule (schedule.h) computes.
+//
+// Thread safety: plain functions; one thread pushes a rank's stages.
+
+#include <string_view>
+#include <vector>
+
+#include "tools/train/dist/sharded_dlrm.h"
+
+namespace ember::train {
+
+enum class ShardedSchedule { kBaseline, kSparseDist, kFused, kSemisync };
+
+std::string_view ToString(ShardedSchedule schedule);
+// "baseline", "sparse-dist", "fused" or "semisync"; throws InvalidArgument
+// listing them.
+ShardedSchedule ParseShardedSchedule(std::string_view name);
+// Every sharded schedule, baseline first.
+std::vector<ShardedSchedule> AllShardedSchedules();
+
+// Pushes the step of batch `cur` in `schedule`'s order, and the part of
+// batch `next`'s step that the schedule pushes ahead. `next` is null at
+// the end of the data and wherever the pipeline drains. REQUIRES: both
+// uploaded (ShardedDlrm::Upload), distinct; `cur.state.step` set.
+void PushShardedStep(ShardedSchedule schedule, ShardedDlrm& model, ShardedBatch& cur,
+                     ShardedBatch* next);
+
+}  // namespace ember::train
