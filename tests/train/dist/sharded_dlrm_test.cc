@@ -153,7 +153,10 @@ void ExpectMatch(const std::vector<float>& got, const std::vector<float>& want, 
 }
 
 TEST_P(ShardedDlrmTest, EqualsTheUnshardedModel) {
-  const auto& [c, schedule, optimizer] = GetParam();
+  // Not structured bindings: Clang 14 cannot capture those in a lambda.
+  const Case& c = std::get<0>(GetParam());
+  const ShardedSchedule schedule = std::get<1>(GetParam());
+  const Optimizer optimizer = std::get<2>(GetParam());
   const ModelConfig config = Model(optimizer);
   const ops::TbeTables tables = config.tables();
   const ShardPlan plan = ParseShardPlan(c.plan, config.num_tables(), c.ranks);

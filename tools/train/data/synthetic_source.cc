@@ -1,5 +1,6 @@
 #include "tools/train/data/synthetic_source.h"
 
+#include <math.h>  // lgamma_r
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -78,6 +79,14 @@ DataSpec Validate(const SyntheticOptions& o) {
   return DataSpec{.num_dense = o.num_dense, .rows = o.rows};
 }
 
+// log |Gamma(x)|. Not std::lgamma: it writes the global signgam, a data
+// race when sources are made on several threads (ranks, loader lanes);
+// lgamma_r (POSIX) returns the same value and keeps the sign local.
+double LogGamma(double x) {
+  int sign = 0;
+  return ::lgamma_r(x, &sign);
+}
+
 // The binomial(n, p) distribution's CDF shifted by one: cdf[l] = P(L <= l + 1).
 std::vector<double> PoolingCdf(int pooling_max, double pooling_mean) {
   const int n = pooling_max - 1;
@@ -93,7 +102,7 @@ std::vector<double> PoolingCdf(int pooling_max, double pooling_mean) {
     } else if (p == 1.0) {
       pk = 0.0;
     } else {
-      pk = std::exp(std::lgamma(n + 1.0) - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0) +
+      pk = std::exp(LogGamma(n + 1.0) - LogGamma(k + 1.0) - LogGamma(n - k + 1.0) +
                     k * std::log(p) + (n - k) * std::log1p(-p));
     }
     sum += pk;
