@@ -89,7 +89,7 @@ using KernelGpu = engine::DeferredCheck (*)(const TbeArgs&, const TbeDeviceTable
 engine::DeferredCheck ForwardGpu(const TbeArgs& args, const TbeDeviceTables& /*tables*/,
                                  const GpuRun& run) {
   std::optional<internal::TbeGpuValidation> validation;
-  if (run.validate) validation.emplace(args, run.stream, *run.memory.device, *run.memory.pinned);
+  if (run.validate) validation.emplace(args, run.device, run.stream, *run.memory.pinned);
   internal::TbeForwardCuda(args, validation ? validation->first_bad() : nullptr, run.device,
                            run.stream);
   return validation ? validation->Finish(internal::TbeOpName(args)) : engine::DeferredCheck();
@@ -104,7 +104,7 @@ engine::DeferredCheck BackwardGpu(const TbeArgs& args, const TbeDeviceTables& ta
                                   const GpuRun& run) {
   std::optional<internal::TbeGpuValidation> validation;
   if (run.validate) {
-    validation.emplace(args, run.stream, *run.memory.device, *run.memory.pinned);
+    validation.emplace(args, run.device, run.stream, *run.memory.pinned);
     validation->MarkBadBags();
   }
   const bool aligned = Aligned16(args.grad_output) && Aligned16(args.weights);

@@ -19,7 +19,8 @@ void TbeResetFaultCuda(const TbeArgs&, TbeFaultRecord*, void*) { ThrowNoCuda("Tb
 void TbeMarkBadBagsCuda(const TbeArgs&, unsigned long long*, void*) {
   ThrowNoCuda("TbeMarkBadBagsCuda");
 }
-void TbeDescribeFaultCuda(const TbeArgs&, const TbeFaultRecord*, TbeFault*, void*) {
+TbeFaultRecord* TbeStreamFaultRecordCuda(int, void*) { ThrowNoCuda("TbeStreamFaultRecordCuda"); }
+void TbeDescribeFaultCuda(const TbeArgs&, TbeFaultRecord*, TbeFault*, void*) {
   ThrowNoCuda("TbeDescribeFaultCuda");
 }
 void TbeUploadCuda(const int64_t*, int64_t, int64_t*, int, void*) { ThrowNoCuda("TbeUploadCuda"); }

@@ -61,15 +61,25 @@ struct TbeFaultRecord {
   unsigned long long first_bad;  // kTbeNoBadBag: none
 };
 
-// The check of args' batch, on `stream`, in the order: reset `record`
-// (device memory), mark the first bad bag (embedding_bag_fault.h's order)
-// by TbeMarkBadBagsCuda or by a kernel that checks as it reads, then
-// describe its fault as the CPU kernels would into `host` (pinned host
-// memory, written by the GPU). Nothing waits; `host` holds the verdict
-// (kind kNone: no fault) once the stream has passed this work.
+// The check of args' batch, on `stream`: mark the first bad bag
+// (embedding_bag_fault.h's order) in the stream's record by
+// TbeMarkBadBagsCuda or by a kernel that checks as it reads, then describe
+// its fault as the CPU kernels would into `host` (pinned host memory,
+// written by the GPU) and reset the record for the stream's next op.
+// Nothing waits; `host` holds the verdict (kind kNone: no fault) once the
+// stream has passed this work.
+//
+// TbeStreamFaultRecordCuda: the record of `stream` (on `device`) for the
+// calling thread, reset; made (and reset on the stream) at its first use.
+// One record a stream and thread, kept for the thread's life: each use
+// ends with the describing kernel's reset, in stream order, so the next
+// op's marks start clean without a memset of their own. A use that ends
+// without it (an error between marking and describing) must reset it
+// (TbeResetFaultCuda).
+TbeFaultRecord* TbeStreamFaultRecordCuda(int device, void* stream);
 void TbeResetFaultCuda(const TbeArgs& args, TbeFaultRecord* record, void* stream);
 void TbeMarkBadBagsCuda(const TbeArgs& args, unsigned long long* first_bad, void* stream);
-void TbeDescribeFaultCuda(const TbeArgs& args, const TbeFaultRecord* record, TbeFault* host,
+void TbeDescribeFaultCuda(const TbeArgs& args, TbeFaultRecord* record, TbeFault* host,
                           void* stream);
 
 }  // namespace ember::ops::internal

@@ -3,12 +3,13 @@
 // TbeGpuValidation: a TBE op's validation on the GPU that never stalls its
 // worker (embedding_bag.h, "Validation").
 //
-// On the op's stream: the constructor resets a fault record in device
-// memory; bad bags are marked in it, by MarkBadBags (a pass of its own, for
-// a backward that must know before it updates anything) or by the op's own
-// kernel as it reads (the forward: a compare per entry); Finish describes
-// the first bad bag's fault as the CPU kernels would, straight into pinned
-// host memory, and returns the check to complete the op with
+// On the op's stream: bad bags are marked in the stream's fault record (in
+// device memory, clean at the start of each op: embedding_bag_kernels.h),
+// by MarkBadBags (a pass of its own, for a backward that must know before
+// it updates anything) or by the op's own kernel as it reads (the forward:
+// a compare per entry); Finish describes the first bad bag's fault as the
+// CPU kernels would, straight into pinned host memory, resets the record,
+// and returns the check to complete the op with
 // (OnComplete::WithCheck): the engine runs it on the host once the op's
 // GPU work is known done (at the first wait that covers it: WaitForVar on
 // an output, a CPU op reading one, WaitForAll), and it returns the
@@ -16,9 +17,9 @@
 // used to end with a stream sync on the worker, which idled the GPU
 // between ops and held the worker for it.
 //
-// Memory. The device record comes from the op's device manager and goes
-// back with this object (fenced after the launches on the stream); the
-// fault's pinned memory comes from the pinned manager (cudaHostAlloc
+// Memory. The device record is the stream's, kept by the worker thread
+// for its life (no allocation or reset per op); the fault's pinned memory
+// comes from the pinned manager (cudaHostAlloc
 // memory, which the GPU writes directly under unified addressing), is
 // shared with the check, and goes back when the engine drops the check,
 // after reading it.
@@ -38,10 +39,12 @@ struct TbeFaultRecord;  // embedding_bag_kernels.h
 
 class TbeGpuValidation {
  public:
-  // Resets the record of args' batch on `stream` (of the current device).
+  // The check of args' batch on `stream` of `device` (the current one).
   // Throws CudaError, OutOfMemory.
-  TbeGpuValidation(const TbeArgs& args, void* stream, storage::StorageManager& device_memory,
+  TbeGpuValidation(const TbeArgs& args, int device, void* stream,
                    storage::StorageManager& pinned_memory);
+  // Without Finish (an error on the way), resets the record on the stream.
+  ~TbeGpuValidation();
   TbeGpuValidation(const TbeGpuValidation&) = delete;
   TbeGpuValidation& operator=(const TbeGpuValidation&) = delete;
 
@@ -60,12 +63,11 @@ class TbeGpuValidation {
   [[nodiscard]] engine::DeferredCheck Finish(const char* op);
 
  private:
-  [[nodiscard]] TbeFaultRecord* record() const;
-
   const TbeArgs& args_;  // the op's, which outlives this object
   void* stream_;
-  storage::Buffer device_;                 // a TbeFaultRecord
+  TbeFaultRecord* record_;                 // the stream's (device memory)
   std::shared_ptr<storage::Buffer> host_;  // its TbeFault, pinned
+  bool finished_ = false;
 };
 
 }  // namespace ember::ops::internal

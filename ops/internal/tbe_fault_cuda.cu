@@ -1,14 +1,16 @@
-// The check kernels of a TBE batch (embedding_bag_kernels.h): reset the
-// fault record, mark the first bad bag (a pass of its own; the forward
-// marks as it reads instead), describe that bag's fault as the CPU kernels
-// would, straight into pinned host memory. Nothing waits for it here
-// (tbe_fault.h says who reads it, and when).
+// The check kernels of a TBE batch (embedding_bag_kernels.h): the
+// stream's fault record, marking the first bad bag (a pass of its own; the
+// forward marks as it reads instead), describing that bag's fault as the
+// CPU kernels would, straight into pinned host memory, and resetting the
+// record. Nothing waits for it here (tbe_fault.h says who reads it, and
+// when).
 
 #include <cuda_runtime.h>
 
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/error.h"
 #include "ops/internal/cuda_launch.cuh"
@@ -52,10 +54,11 @@ __global__ void __launch_bounds__(kThreads)
 
 // One warp: describes the fault of bag *first_bad_bag, as the CPU would,
 // into `host` (pinned host memory, which the GPU writes directly: a copy on
-// the stream cost the op more than this kernel).
+// the stream cost the op more than this kernel), and resets the record for
+// the stream's next op (a memset of its own cost a launch per op).
 template <typename Index>
 __global__ void DescribeFaultKernel(const TbeArgs args, const Index* indices, const Index* offsets,
-                                    const unsigned long long* first_bad_bag, TbeFault* host) {
+                                    unsigned long long* first_bad_bag, TbeFault* host) {
   const int lane = threadIdx.x;
   const unsigned long long first_bad = *first_bad_bag;
   TbeFault fault;
@@ -79,7 +82,11 @@ __global__ void DescribeFaultKernel(const TbeArgs args, const Index* indices, co
       fault.bound = args.rows[t];
     }
   }
-  if (lane == 0) *host = fault;
+  __syncwarp();  // every lane has read the record
+  if (lane == 0) {
+    *host = fault;
+    *first_bad_bag = kTbeNoBadBag;
+  }
 }
 
 template <typename Index>
@@ -97,7 +104,45 @@ void LaunchMark(const TbeArgs& args, const Index* indices, const Index* offsets,
   CudaCheckLaunch("FindFaultKernel", TbeOpName(args));
 }
 
+// The calling thread's records, one a (device, stream). Freed with the
+// thread; at process exit the CUDA context may be gone first, and
+// cudaFree's error then means nothing to report.
+class StreamFaultRecords {
+ public:
+  StreamFaultRecords() = default;
+  StreamFaultRecords(const StreamFaultRecords&) = delete;
+  StreamFaultRecords& operator=(const StreamFaultRecords&) = delete;
+  ~StreamFaultRecords() {
+    for (const Entry& e : entries_) cudaFree(e.record);
+  }
+
+  TbeFaultRecord* Get(int device, void* stream) {
+    for (const Entry& e : entries_) {
+      if (e.device == device && e.stream == stream) return e.record;
+    }
+    TbeFaultRecord* record = nullptr;
+    CudaCheck(cudaMalloc(&record, sizeof(TbeFaultRecord)), "cudaMalloc of a TBE fault record");
+    entries_.push_back({device, stream, record});
+    CudaCheck(cudaMemsetAsync(record, 0xff, sizeof(TbeFaultRecord), AsStream(stream)),
+              "cudaMemsetAsync of a new TBE fault record");
+    return record;
+  }
+
+ private:
+  struct Entry {
+    int device;
+    void* stream;
+    TbeFaultRecord* record;
+  };
+  std::vector<Entry> entries_;
+};
+
 }  // namespace
+
+TbeFaultRecord* TbeStreamFaultRecordCuda(int device, void* stream) {
+  thread_local StreamFaultRecords records;
+  return records.Get(device, stream);
+}
 
 void TbeResetFaultCuda(const TbeArgs& args, TbeFaultRecord* record, void* stream) {
   CudaCheckForOp(
@@ -113,7 +158,7 @@ void TbeMarkBadBagsCuda(const TbeArgs& args, unsigned long long* first_bad, void
   }
 }
 
-void TbeDescribeFaultCuda(const TbeArgs& args, const TbeFaultRecord* record, TbeFault* host,
+void TbeDescribeFaultCuda(const TbeArgs& args, TbeFaultRecord* record, TbeFault* host,
                           void* stream) {
   const cudaStream_t s = AsStream(stream);
   if (args.offsets32 != nullptr) {
