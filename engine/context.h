@@ -48,6 +48,11 @@ struct RunContext {
   Context ctx;
   void* stream = nullptr;
   std::string_view op_name;  // valid while the op runs
+  // A kNoSkip op runs although an input carries an error; this says so,
+  // so that it can act on it (a collective breaks its group instead of
+  // sending what the failed op left in its input). Its outputs carry the
+  // input's error whatever it does. False for every other op.
+  bool input_failed = false;
 };
 
 }  // namespace ember::engine

@@ -396,7 +396,8 @@ void DependencyEngine::Run(OprBlock* block) {
     if (block->ctx.is_gpu()) {
       block->gpu.stream = backend_->StreamFor(block->ctx.device_id, block->name, block->gpu.stream);
     }
-    const RunContext context{block->ctx, block->gpu.stream.cuda, block->name};
+    const RunContext context{block->ctx, block->gpu.stream.cuda, block->name,
+                             block->inherited_error().live()};
     if (block->is_sync()) {
       OnOpStart(block);
       block->sync_fn()(context);

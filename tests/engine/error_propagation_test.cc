@@ -73,11 +73,25 @@ TEST_P(ErrorPropagationTest, ErrorTravelsDownAChainAndSkipsOps) {
 TEST_P(ErrorPropagationTest, NoSkipOpsRunAndStillPassTheErrorOn) {
   VarHandle a = engine().NewVariable();
   VarHandle b = engine().NewVariable();
+  VarHandle c = engine().NewVariable();
   int ran = 0;
+  std::atomic<int> told_failed{0};
   PushFailing(engine(), a, "bad input");
-  engine().PushSync([&](RunContext) { ++ran; }, {a}, {b}, {.prop = FnProperty::kNoSkip});
+  engine().PushSync(
+      [&](RunContext ctx) {
+        ++ran;
+        told_failed += ctx.input_failed ? 1 : 0;
+      },
+      {a}, {b}, {.prop = FnProperty::kNoSkip});
   ExpectOpFailure([&] { engine().WaitForVar(b); }, "bad input");
   EXPECT_EQ(ran, 1);
+  EXPECT_EQ(told_failed.load(), 1) << "a kNoSkip op is told that its input failed";
+  // With clean inputs it is told nothing.
+  engine().PushSync([&](RunContext ctx) { told_failed += ctx.input_failed ? 1 : 0; }, {}, {c},
+                    {.prop = FnProperty::kNoSkip});
+  engine().WaitForVar(c);
+  EXPECT_EQ(told_failed.load(), 1);
+  engine().DeleteVariable(c);
 }
 
 TEST_P(ErrorPropagationTest, AsyncOpReportsErrorThroughOnComplete) {

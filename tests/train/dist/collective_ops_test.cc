@@ -237,8 +237,10 @@ TEST_P(CollectiveOpsTest, AFailedCollectiveIsEveryRanksOpErrorWithoutAHang) {
   }
 }
 
-// Rank 0's input fails: its collective still runs (kNoSkip), so rank 1 is
-// not left waiting, and rank 0's output passes the input's error on.
+// Rank 0's input fails: its collective still runs (kNoSkip), but only to
+// break the group, so rank 1 neither waits for it until the timeout nor
+// sums what the failed op left in rank 0's buffer (it fails, naming rank
+// 0); rank 0's output passes the input's error on.
 TEST_P(CollectiveOpsTest, ARankWhoseInputFailedStillMeetsItsPeers) {
   static constexpr int kRanks = 2;
   InProcessCommunicatorGroup group(kRanks, {.timeout = std::chrono::milliseconds(20000)});
@@ -260,7 +262,12 @@ TEST_P(CollectiveOpsTest, ARankWhoseInputFailedStillMeetsItsPeers) {
   });
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(10)) << "rank 1 waited for its timeout";
   EXPECT_THAT(errors[0], HasSubstr("the batch of rank 0 is bad"));
-  EXPECT_EQ(errors[1], "");
+  // Worded as the group failed before or after rank 1 arrived.
+  EXPECT_THAT(errors[1],
+              ::testing::AllOf(
+                  HasSubstr("[Communicator::AllReduceSum] rank 1: collective #0 'dense grads': "),
+                  HasSubstr("rank 0 broke the group: the input of 'dense grads' failed on rank 0 "
+                            "(its own wait reports why)")));
 }
 
 TEST_P(CollectiveOpsTest, BadTensorsAreRefusedAtPush) {

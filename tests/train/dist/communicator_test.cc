@@ -383,8 +383,8 @@ TEST_P(BadArgumentsTest, RejectsAndBreaksTheGroup) {
   // Rank 0 does not wait for rank 1 in vain.
   ExpectThrowWith<InvalidArgument>([&] { group.communicator(0).Barrier("next"); },
                                    {"[Communicator::Barrier] rank 0: collective #0 'next': "
-                                    "the group failed at collective #0: rank 1 failed "
-                                    "its own checks: ",
+                                    "the group failed at collective #0: rank 1 broke the "
+                                    "group: ",
                                     bad.message});
 }
 
@@ -404,7 +404,7 @@ TEST(CommunicatorTest, BadArgumentsWakeAWaitingPeer) {
   ExpectError<InvalidArgument>(errors[1], {"rank 1: 'late': send counts sum to more"});
   ExpectError<InvalidArgument>(errors[0], {"[Communicator::AllToAllV] rank 0: collective #0 "
                                            "'late':",
-                                           "rank 1 failed its own checks"});
+                                           "rank 1 broke the group"});
 }
 
 TEST(CommunicatorTest, GroupRejectsBadOptions) {

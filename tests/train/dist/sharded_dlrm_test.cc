@@ -4,8 +4,9 @@
 // optimizer. With table-wise shards every rank's dense parameters and
 // optimizer state and every owner's rows and table state are bit-identical
 // to one Trainer's over the same global batches with dense_grad_slices =
-// ranks (its cache evicting and missing); the losses (the ranks' parts
-// summed) within float rounding. With a row-wise table the pooled rows
+// ranks (its cache evicting and missing), with or without a cache on each
+// rank (also evicting); the losses (the ranks' parts summed) within float
+// rounding. With a row-wise table the pooled rows
 // differ in the last bits, and so does what depends on them: within 1e-4.
 
 #include "tools/train/dist/sharded_dlrm.h"
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -59,6 +61,7 @@ Schedule SingleGpuTwin(ShardedSchedule s) {
 struct Outcome {
   std::vector<float> losses;
   Weights weights;
+  int64_t evicted = 0;  // rows the rank's cache evicted
 };
 
 std::vector<float> Values(const Tensor& t) {
@@ -84,11 +87,19 @@ Outcome RunUnsharded(const std::string& engine_name, ShardedSchedule schedule, O
 // One rank's run: its dense state, its owned rows and their state, and the
 // losses it saw (every rank sees the global loss).
 Outcome RunRank(const std::string& engine_name, ShardedSchedule schedule, Optimizer optimizer,
-                const ShardLayout& layout, InProcessCommunicatorGroup& group, int rank) {
+                const ShardLayout& layout, InProcessCommunicatorGroup& group, int rank,
+                bool cached) {
   auto engine = testing::NewEngine(engine_name);
   const ModelConfig config = Model(optimizer);
   CollectiveOps collectives(*engine, group.communicator(rank));
-  ShardedDlrm model(*engine, collectives, layout, rank, config);
+  std::optional<cache::CacheOptions> cache;
+  if (cached) {
+    cache.emplace();
+    // One set of 32 slots for each rank's 200-314 rows: rows come and go.
+    cache->cache_bytes =
+        cache::kCacheWays * cache::CacheSlotBytes(config.embedding_dim, storage::DType::kF32);
+  }
+  ShardedDlrm model(*engine, collectives, layout, rank, config, cache);
   model.Initialize();
   SyntheticSource data(testing::TinyData(config, kGlobalBatch, kEndless));
   const BatchMemory memory{engine.get()};
@@ -107,6 +118,8 @@ Outcome RunRank(const std::string& engine_name, ShardedSchedule schedule, Optimi
     PushShardedStep(schedule, model, cur, next);
     run.losses.push_back(Values(model.Loss(cur))[0]);
   }
+  if (cached) run.evicted = model.tbe().cache()->TotalStats().all.evicted;
+  model.tbe().Flush();
   model.dense().ForEachState(
       [&](const std::string& name, Tensor& t) { run.weights[name] = Values(t); });
   run.weights["tables.weights"] = Values(model.tbe().weights());
@@ -126,10 +139,12 @@ struct Case {
   int ranks;
   const char* plan;
   bool row_wise;
+  bool cached = false;  // an embedding cache on each rank
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.engine << "_" << c.ranks << "ranks" << (c.row_wise ? "_rowwise" : "");
+  *os << c.engine << "_" << c.ranks << "ranks" << (c.row_wise ? "_rowwise" : "")
+      << (c.cached ? "_cached" : "");
 }
 
 class ShardedDlrmTest
@@ -166,12 +181,16 @@ TEST_P(ShardedDlrmTest, EqualsTheUnshardedModel) {
 
   InProcessCommunicatorGroup group(c.ranks);
   std::vector<Outcome> runs(c.ranks);
-  testing::RunRankThreads(
-      c.ranks, [&](int r) { runs[r] = RunRank(c.engine, schedule, optimizer, layout, group, r); });
+  testing::RunRankThreads(c.ranks, [&](int r) {
+    runs[r] = RunRank(c.engine, schedule, optimizer, layout, group, r, c.cached);
+  });
 
   const double tol = c.row_wise ? 1e-4 : 0.0;
   for (int r = 0; r < c.ranks; ++r) {
     SCOPED_TRACE(::testing::Message() << "rank " << r);
+    if (c.cached) {
+      EXPECT_GT(runs[r].evicted, 0) << "the cache must have worked";
+    }
     ASSERT_EQ(runs[r].losses.size(), ref.losses.size());
     for (int s = 0; s < kSteps; ++s) {
       EXPECT_NEAR(runs[r].losses[s], ref.losses[s], 1e-5 * std::abs(ref.losses[s]))
@@ -215,6 +234,9 @@ std::vector<Case> Cases() {
     cases.push_back({engine, 4, "0:0,1:1,2:2,3:3,4:1", false});
   }
   cases.push_back({"ThreadedEnginePerDevice", 2, "0:0,1:row,2:1,3:row,4:0", true});
+  for (const std::string& engine : testing::RuntimeEngineNames()) {
+    cases.push_back({engine, 2, "0:0,1:1,2:0,3:1,4:1", false, true});
+  }
   return cases;
 }
 
@@ -222,8 +244,8 @@ std::string CaseName(
     const ::testing::TestParamInfo<std::tuple<Case, ShardedSchedule, Optimizer>>& info) {
   const auto& [c, schedule, optimizer] = info.param;
   std::string name = c.engine + "_" + std::to_string(c.ranks) + "ranks" +
-                     (c.row_wise ? "_rowwise_" : "_") + std::string(ToString(schedule)) + "_" +
-                     std::string(ToString(optimizer));
+                     (c.row_wise ? "_rowwise" : "") + (c.cached ? "_cached_" : "_") +
+                     std::string(ToString(schedule)) + "_" + std::string(ToString(optimizer));
   std::erase(name, '-');
   return name;
 }

@@ -410,5 +410,53 @@ TEST(ShardLayoutTest, PackAndUnpackRoundTrip) {
   EXPECT_EQ(owner_indices, (std::vector<int64_t>{1, 2, 3, 8, 9, 5, 6, 7, 8, 9}));
 }
 
+// A bad batch is refused on the host, by table, bag and value, never
+// dropped: an index outside its table would fall in no shard.
+TEST(ShardLayoutTest, PackInputRefusesABadIndexOrOffsets) {
+  const ops::TbeTables tables({10, 10}, {2, 2});
+  const ShardLayout layout(ParseShardPlan("0:0,1:row", 2, 2), tables, 2);
+  std::vector<int64_t> lengths(6), send(4), counts(2);
+  const std::vector<int64_t> offsets = {0, 1, 2, 3, 4};
+  EXPECT_EQ(ErrorOf([&] {
+              layout.PackInput(offsets, std::vector<int64_t>{1, 2, 3, 10}, lengths, send, counts);
+            }),
+            "[ShardedTbe::DistributeInput] table 1, bag 1: index 10 is out of range [0, 10)");
+  EXPECT_EQ(ErrorOf([&] {
+              layout.PackInput(std::vector<int64_t>{0, 1, 3, 2, 4},
+                               std::vector<int64_t>{1, 2, 3, 4}, lengths, send, counts);
+            }),
+            "[ShardedTbe::DistributeInput] table 1, bag 0: offsets [3, 2) outside the 4 indices, "
+            "or decreasing");
+}
+
+// A rank whose batch is bad reports its own error; its peers fail at once
+// with the group broken by that rank, and nobody waits for a timeout.
+TEST(ShardedTbeErrorTest, ABadBatchOnOneRankStopsEveryRank) {
+  const ops::TbeTables tables(kRows, kDims);
+  const ShardLayout layout(ParseShardPlan("0:0,1:1,2:0,3:1,4:1,5:0", 6, 2), tables, 3);
+  InProcessCommunicatorGroup group(2);
+  std::vector<std::string> errors(2);
+  testing::RunRankThreads(2, [&](int r) {
+    auto engine = MakeEngine(engine::EngineType::kThreadedPerDevice, 2);
+    CollectiveOps collectives(*engine, group.communicator(r));
+    ShardedTbe tbe(*engine, collectives, layout, r);
+    auto bags = MakeBatches(2, 3, 0).bags[r];
+    if (r == 1) bags[2][1] = {4, 999};
+    const HostBatch batch = MakeHostBatch(*engine, bags);
+    try {
+      (void)tbe.DistributeInput(batch.view(3));
+      errors[r] = "no error";
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+    engine->WaitForAll();
+  });
+  EXPECT_EQ(errors[1],
+            "[ShardedTbe::DistributeInput] table 2, bag 1: index 999 is out of range "
+            "[0, 30)");
+  EXPECT_THAT(errors[0], HasSubstr("rank 1 broke the group: the input of 'lengths of step 0' "
+                                   "failed on rank 1 (its own wait reports why)"));
+}
+
 }  // namespace
 }  // namespace ember::train

@@ -57,6 +57,18 @@ std::span<std::byte> BufferOf(const Tensor& t) {
   return {static_cast<std::byte*>(t.data()), t.bytes()};
 }
 
+// A collective whose input failed breaks the group (peers fail at once
+// instead of receiving what the failed op left) and returns true: the
+// op then ends without sending, and its outputs carry the input's error.
+// False where the group was broken already (the input's error is an
+// earlier collective's, through the order var): the op then calls the
+// communicator, which fails at once naming this collective, so that it
+// never ends as if it had run.
+bool BreakFor(Communicator& comm, const std::string& what) {
+  return comm.Break(fmt::format("the input of '{}' failed on rank {} (its own wait reports why)",
+                                what, comm.rank()));
+}
+
 }  // namespace
 
 CollectiveOps::CollectiveOps(engine::Engine& engine, Communicator& comm)
@@ -78,7 +90,8 @@ void CollectiveOps::AllToAllV(const Tensor& send, const Tensor& send_counts, con
   const std::size_t unit = storage::SizeOf(send.dtype());
   auto run = [&comm = comm_, send = BufferOf(send), recv = BufferOf(recv),
               send_counts = send_counts.data<int64_t>(), recv_counts = recv_counts.data<int64_t>(),
-              unit, what](engine::RunContext) {
+              unit, what](engine::RunContext ctx) {
+    if (ctx.input_failed && BreakFor(comm, what)) return;
     const int n = comm.world_size();
     const std::vector<int64_t> send_bytes = BytesOf(send_counts, n, unit);
     const std::vector<int64_t> recv_bytes = BytesOf(recv_counts, n, unit);
@@ -97,7 +110,10 @@ void CollectiveOps::AllReduceSum(const Tensor& data, std::string what) {
                                       storage::ToString(data.dtype())));
   }
   auto run = [&comm = comm_, values = std::span<float>(data.data<float>(), data.numel()),
-              what](engine::RunContext) { comm.AllReduceSum(values, what); };
+              what](engine::RunContext ctx) {
+    if (ctx.input_failed && BreakFor(comm, what)) return;
+    comm.AllReduceSum(values, what);
+  };
   engine_.PushSync(std::move(run), {}, {data.var(), order_},
                    {.prop = engine::FnProperty::kNoSkip, .name = "AllReduceSum"});
 }

@@ -13,10 +13,14 @@
 // Errors. A collective that fails (a mismatch, a peer that never comes) is
 // its op's error, worded by the communicator with the rank and the
 // collective, and breaks the group: every later collective on every rank
-// fails at once, so no rank hangs. Collectives run even when an input
-// carries an error (kNoSkip): a rank whose batch failed still meets its
-// peers, which would otherwise wait for it until their timeout, and its
-// outputs pass the input's error on.
+// fails at once, so no rank hangs. A collective whose input carries an
+// error still runs (kNoSkip), but only to break the group
+// (Communicator::Break): its peers, which would otherwise wait for it until
+// their timeout or receive what the failed op left in its buffer, fail at
+// once naming this rank and the collective, and its own outputs pass the
+// input's error on (the rank's wait reports the original error). Where the
+// group was broken already (the error came through the order var from a
+// failed collective), the collective fails at once in its own name.
 //
 // Data. Host tensors (kCpu or kPinned) for now; counts are i64 host
 // tensors of world_size entries read when the op runs, so they may come

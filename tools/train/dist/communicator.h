@@ -91,6 +91,14 @@ class Communicator {
   // Communicator::Barrier returns once every rank has called it.
   void Barrier(std::string_view what) { DoBarrier(what); }
 
+  // Communicator::Break breaks the group on purpose, for a rank that cannot
+  // take part as it should (the input of its next collective failed): its
+  // peers' pending and later collectives fail at once, naming `reason`,
+  // instead of receiving what the failed input left in its buffer, and so
+  // do this rank's later calls. Returns whether this call broke it (false:
+  // it was broken already, by an earlier failure). Does not throw.
+  bool Break(std::string_view reason) noexcept { return Abort(reason); }
+
  protected:
   // The collectives, with this rank's arguments checked (counts in bytes).
   virtual void DoAllToAllV(std::span<const std::byte> send, std::span<const int64_t> send_bytes,
@@ -100,10 +108,11 @@ class Communicator {
   virtual void DoBarrier(std::string_view what) = 0;
 
   // Breaks the group because this rank failed its own checks (`error`, the
-  // message it is about to throw) and will not join the collective its
-  // peers wait in: they fail at once instead of at their timeout (NCCL:
-  // ncclCommAbort). Does not throw.
-  virtual void Abort(std::string_view error) noexcept = 0;
+  // message it is about to throw) or gave up (Break), and will not join the
+  // collective its peers wait in: they fail at once instead of at their
+  // timeout (NCCL: ncclCommAbort). Returns false when the group was broken
+  // already (its first failure stays the one reported). Does not throw.
+  virtual bool Abort(std::string_view error) noexcept = 0;
 
  private:
   // AllToAllV and AllToAll with counts in elements of `unit` bytes.

@@ -113,14 +113,17 @@ class InProcessCommunicatorGroup::Rendezvous {
     Depart(rank, n);
   }
 
-  // Breaks the group: rank `rank` failed its own checks at collective `n`.
-  void Abort(int rank, int64_t n, std::string_view error) {
+  // Breaks the group: rank `rank` failed its own checks at collective `n`,
+  // or gave up (Communicator::Break).
+  // Returns false when the group had failed already.
+  bool Abort(int rank, int64_t n, std::string_view error) {
     MutexLock lock(&mu_);
-    if (failure_) return;
+    if (failure_) return false;
     failure_ = Failure{.unavailable = false,
                        .where = fmt::format("collective #{}", n),
-                       .problem = fmt::format("rank {} failed its own checks: {}", rank, error)};
+                       .problem = fmt::format("rank {} broke the group: {}", rank, error)};
     changed_.notify_all();
+    return true;
   }
 
  private:
@@ -301,8 +304,8 @@ class InProcessCommunicatorGroup::Rank : public Communicator {
   void DoBarrier(std::string_view what) override {
     rendezvous_.Run(rank(), calls_++, Call{.kind = Kind::kBarrier, .what = std::string(what)});
   }
-  void Abort(std::string_view error) noexcept override {
-    rendezvous_.Abort(rank(), calls_++, error);
+  bool Abort(std::string_view error) noexcept override {
+    return rendezvous_.Abort(rank(), calls_++, error);
   }
 
  private:

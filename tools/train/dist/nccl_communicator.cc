@@ -60,11 +60,12 @@ struct NcclCommunicator::Nccl {
   // The first failure; once set, every call throws it.
   std::string broken;
 
-  void Abort(std::string_view error) noexcept {
-    if (broken.empty()) broken = std::string(error);
-    if (comm == nullptr) return;
-    ncclCommAbort(comm);
+  bool Abort(std::string_view error) noexcept {
+    const bool was_whole = broken.empty();
+    if (was_whole) broken = std::string(error);
+    if (comm != nullptr) ncclCommAbort(comm);
     comm = nullptr;
+    return was_whole;
   }
 
   // Runs `issue` (the NCCL calls of one collective, returning the first
@@ -133,7 +134,7 @@ NcclCommunicator::~NcclCommunicator() {
   if (nccl_->scratch != nullptr) CudaLogIfError(cudaFree(nccl_->scratch), "cudaFree of scratch");
 }
 
-void NcclCommunicator::Abort(std::string_view error) noexcept { nccl_->Abort(error); }
+bool NcclCommunicator::Abort(std::string_view error) noexcept { return nccl_->Abort(error); }
 
 void NcclCommunicator::DoAllToAllV(std::span<const std::byte> send,
                                    std::span<const int64_t> send_bytes, std::span<std::byte> recv,

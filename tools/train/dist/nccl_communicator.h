@@ -80,7 +80,7 @@ class NcclCommunicator final : public Communicator {
                    std::string_view what) override;
   void DoAllReduceSum(std::span<float> data, std::string_view what) override;
   void DoBarrier(std::string_view what) override;
-  void Abort(std::string_view error) noexcept override;
+  bool Abort(std::string_view error) noexcept override;
 
  private:
   struct Nccl;  // NCCL's and CUDA's handles, kept out of this header

@@ -39,6 +39,6 @@ void NcclCommunicator::DoAllReduceSum(std::span<float>, std::string_view) {
 
 void NcclCommunicator::DoBarrier(std::string_view) { NoNccl("[NcclCommunicator::Barrier]"); }
 
-void NcclCommunicator::Abort(std::string_view) noexcept {}
+bool NcclCommunicator::Abort(std::string_view) noexcept { return false; }
 
 }  // namespace ember::train

@@ -81,9 +81,35 @@ std::vector<int64_t> ShardLayout::PooledReceived() const {
   return counts;
 }
 
+void ShardLayout::CheckLocalBatch(std::span<const int64_t> offsets,
+                                  std::span<const int64_t> indices) const {
+  static constexpr char kWhere[] = "[ShardedTbe::DistributeInput]";
+  const auto n = static_cast<int64_t>(indices.size());
+  for (int t = 0; t < num_tables(); ++t) {
+    for (int64_t b = 0; b < local_batch_; ++b) {
+      const int64_t g = t * local_batch_ + b;
+      const int64_t start = offsets[g];
+      const int64_t end = offsets[g + 1];
+      if (start < 0 || start > end || end > n) {
+        throw InvalidArgument(
+            fmt::format("{} table {}, bag {}: offsets [{}, {}) outside the {} "
+                        "indices, or decreasing",
+                        kWhere, t, b, start, end, n));
+      }
+      for (int64_t i = start; i < end; ++i) {
+        if (indices[i] < 0 || indices[i] >= tables_.rows(t)) {
+          throw InvalidArgument(fmt::format("{} table {}, bag {}: index {} is out of range [0, {})",
+                                            kWhere, t, b, indices[i], tables_.rows(t)));
+        }
+      }
+    }
+  }
+}
+
 void ShardLayout::PackInput(std::span<const int64_t> offsets, std::span<const int64_t> indices,
                             std::span<int64_t> lengths, std::span<int64_t> send_indices,
                             std::span<int64_t> index_counts) const {
+  CheckLocalBatch(offsets, indices);
   size_t length = 0;
   size_t sent = 0;
   for (int p = 0; p < ranks(); ++p) {

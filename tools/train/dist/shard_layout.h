@@ -73,7 +73,10 @@ class ShardLayout {
   // receives from each owner, per rank.
   [[nodiscard]] std::vector<int64_t> PooledSent(int r) const;
   [[nodiscard]] std::vector<int64_t> PooledReceived() const;
-  // Rank r's local batch (offsets [T * B_l + 1]) into what it sends:
+  // Rank r's local batch (offsets [T * B_l + 1]) into what it sends,
+  // once it is checked as the TBE ops check theirs (InvalidArgument naming
+  // the table, the bag and the offset or index: an index outside its table
+  // would fall in no shard and be lost):
   // lengths (LengthsSent's counts, owner by owner) and indices (rows of
   // their shards; each index goes to exactly one shard, so there are as
   // many as the batch has), and the indices' count per owner.
@@ -94,6 +97,8 @@ class ShardLayout {
   void PackGrads(std::span<const float> grads, std::span<float> send) const;
 
  private:
+  void CheckLocalBatch(std::span<const int64_t> offsets, std::span<const int64_t> indices) const;
+
   ops::TbeTables tables_;
   int64_t local_batch_;
   std::vector<std::vector<Shard>> shards_;  // per rank

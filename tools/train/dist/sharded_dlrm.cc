@@ -89,13 +89,14 @@ HostBatch SliceBatch(engine::Engine& engine, const HostBatch& global, int rank, 
 }
 
 ShardedDlrm::ShardedDlrm(engine::Engine& engine, CollectiveOps& collectives,
-                         const ShardLayout& layout, int rank, const ModelConfig& config)
+                         const ShardLayout& layout, int rank, const ModelConfig& config,
+                         const std::optional<cache::CacheOptions>& cache)
     : engine_(engine),
       collectives_(collectives),
       layout_(layout),
       rank_(rank),
       config_(Checked(config, layout)),
-      tbe_(engine, collectives, layout, rank),
+      tbe_(engine, collectives, layout, rank, cache),
       dense_(engine, config_, engine::Context::CPU(), /*grad_slices=*/1) {}
 
 void ShardedDlrm::Initialize() {

@@ -23,8 +23,8 @@
 //                         every dense gradient, then the dense optimizer
 //
 // Deterministic: with table-wise shards a run computes the bits of one
-// DlrmModel over the global batches with dense_grad_slices = G and an
-// embedding cache or none (tests/train/dist/sharded_dlrm_test.cc); with
+// DlrmModel over the global batches with dense_grad_slices = G, with an
+// embedding cache on each rank or none (tests/train/dist/sharded_dlrm_test.cc); with
 // row-wise shards, the pooled rows (and what depends on them) differ in
 // the last bits (shard_layout.h).
 //
@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "engine/engine.h"
 #include "storage/tensor.h"
@@ -65,11 +66,13 @@ HostBatch SliceBatch(engine::Engine& engine, const HostBatch& global, int rank, 
 class ShardedDlrm {
  public:
   // Throws InvalidArgument for a config the sharded TBE cannot hold (not
-  // f32 or not sum pooling) or tables that differ from `layout`'s.
+  // f32 or not sum pooling) or tables that differ from `layout`'s. With
+  // `cache`, the owned rows live behind an embedding cache (ShardedTbe).
   // REQUIRES: `engine`, `collectives` (this rank's) and `layout` outlive
   // this object and its ops.
   ShardedDlrm(engine::Engine& engine, CollectiveOps& collectives, const ShardLayout& layout,
-              int rank, const ModelConfig& config);
+              int rank, const ModelConfig& config,
+              const std::optional<cache::CacheOptions>& cache = std::nullopt);
 
   // The MLPs' initial values and the owned rows', as one DlrmModel's of
   // the same seed (embedding_init.h). Waits for the owned rows.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -22,10 +23,11 @@ struct ShardedTbe::Step {
   int64_t number = 0;
   Tensor lengths_send, index_send, index_counts_send;  // PackInput's
   Tensor lengths_received, index_counts_received, indices_received;
-  Tensor owner_offsets, owner_indices;  // the owner's batch over the global examples
-  Tensor owner_out;                     // [B, D_own]
-  Tensor pooled_received;               // owner by owner, [B_l, D_own(p)] each
-  Tensor grads_send, owner_grads;       // the backward's
+  Tensor owner_offsets, owner_indices;             // the owner's batch over the global examples
+  Tensor owner_out;                                // [B, D_own]
+  std::optional<cache::CacheLocations> locations;  // with a cache
+  Tensor pooled_received;                          // owner by owner, [B_l, D_own(p)] each
+  Tensor grads_send, owner_grads;                  // the backward's
 };
 
 namespace {
@@ -47,16 +49,31 @@ void CheckLocalBatch(const ops::TbeBatch& local, int64_t local_batch, int tables
   }
 }
 
+// The cache's options for this TBE's rows: host rows of f32.
+cache::CacheOptions HostCache(cache::CacheOptions options) {
+  options.ctx = engine::Context::CPU();
+  options.dtype = DType::kF32;
+  return options;
+}
+
+// The owner's ops through the cache: sum pooling, deterministic; the
+// owner's batch was checked where it was packed (ShardLayout::PackInput).
+const ops::TbeOptions kOwnerOptions{
+    .pooling = ops::Pooling::kSum, .validate = false, .deterministic = true};
+
 }  // namespace
 
 ShardedTbe::ShardedTbe(engine::Engine& engine, CollectiveOps& collectives,
-                       const ShardLayout& layout, int rank)
+                       const ShardLayout& layout, int rank,
+                       const std::optional<cache::CacheOptions>& cache)
     : engine_(engine),
       collectives_(collectives),
       layout_(layout),
       rank_(rank),
       tables_(layout.OwnedTables(rank)),
-      weights_(Host({tables_.total_elements()}, DType::kF32)),
+      weights_(cache ? Tensor() : Host({tables_.total_elements()}, DType::kF32)),
+      cache_(cache ? std::make_unique<cache::CachedTbe>(engine, tables_, HostCache(*cache))
+                   : nullptr),
       lengths_sent_(Counts(layout.LengthsSent())),
       lengths_received_(Counts(layout.LengthsReceived(rank))),
       pooled_sent_(Counts(layout.PooledSent(rank))),
@@ -102,7 +119,13 @@ void ShardedTbe::Lookup(Step& step, Tensor& out) {
   const ShardLayout& l = layout_;
   step.owner_out = Host({l.global_batch(), l.owned_dim(rank_)}, DType::kF32);
   const ops::TbeBatch owner{&step.owner_indices, &step.owner_offsets, nullptr, l.global_batch()};
-  ops::EmbeddingBagForward(tables_, weights_, owner, step.owner_out);
+  if (cache_) {
+    step.locations = cache_->NewLocations(std::max<int64_t>(step.owner_indices.numel(), 1));
+    cache_->Prefetch(owner, *step.locations);
+    cache_->Forward(owner, *step.locations, step.owner_out, kOwnerOptions);
+  } else {
+    ops::EmbeddingBagForward(tables_, weights_, owner, step.owner_out);
+  }
   const std::vector<int64_t> pooled = l.PooledReceived();
   step.pooled_received =
       Host({std::accumulate(pooled.begin(), pooled.end(), int64_t{0})}, DType::kF32);
@@ -152,29 +175,52 @@ ops::TbeBatch ShardedTbe::DistributeGrads(Step& step, const Tensor& grad_out) {
   // The reverse of the output's exchange: its counts swap sides.
   collectives_.AllToAllV(step.grads_send, pooled_received_, step.owner_grads, pooled_sent_,
                          fmt::format("gradients of step {}", step.number));
-  return {&step.owner_indices, &step.owner_offsets, nullptr, l.global_batch()};
+  const ops::TbeBatch owner{&step.owner_indices, &step.owner_offsets, nullptr, l.global_batch()};
+  // After any later batch's prefetch (the schedule pushed it already, if
+  // at all) and before this backward: the cache's rule (docs/cache.md).
+  if (cache_) cache_->Relookup(owner, *step.locations);
+  return owner;
 }
 
 void ShardedTbe::BackwardSgd(Step& step, const Tensor& grad_out, const ops::SgdOptions& sgd) {
   const ops::TbeBatch owner = DistributeGrads(step, grad_out);
-  ops::EmbeddingBagBackwardSgd(tables_, weights_, owner, step.owner_grads, sgd);
+  if (cache_) {
+    cache_->BackwardSgd(owner, *step.locations, step.owner_grads, sgd, kOwnerOptions);
+  } else {
+    ops::EmbeddingBagBackwardSgd(tables_, weights_, owner, step.owner_grads, sgd);
+  }
 }
 
 void ShardedTbe::BackwardRowwiseAdagrad(Step& step, const Tensor& grad_out,
                                         const ops::RowwiseAdagradOptions& adagrad) {
-  if (!accumulator_) accumulator_ = Zeros(tables_.total_rows());
   const ops::TbeBatch owner = DistributeGrads(step, grad_out);
+  if (cache_) {
+    cache_->BackwardRowwiseAdagrad(owner, *step.locations, step.owner_grads, adagrad,
+                                   kOwnerOptions);
+    return;
+  }
+  if (!accumulator_) accumulator_ = Zeros(tables_.total_rows());
   ops::EmbeddingBagBackwardRowwiseAdagrad(tables_, weights_, accumulator_, owner, step.owner_grads,
                                           adagrad);
 }
 
 void ShardedTbe::BackwardAdam(Step& step, const Tensor& grad_out, int64_t adam_step,
                               const ops::AdamOptions& adam) {
-  if (!adam_m_)
-    adam_m_ = Zeros(tables_.total_elements()), adam_v_ = Zeros(tables_.total_elements());
   const ops::TbeBatch owner = DistributeGrads(step, grad_out);
+  if (cache_) {
+    cache_->BackwardAdam(owner, *step.locations, step.owner_grads, adam_step, adam, kOwnerOptions);
+    return;
+  }
+  if (!adam_m_) {
+    adam_m_ = Zeros(tables_.total_elements());
+    adam_v_ = Zeros(tables_.total_elements());
+  }
   ops::EmbeddingBagBackwardAdam(tables_, weights_, adam_m_, adam_v_, owner, step.owner_grads,
                                 adam_step, adam);
+}
+
+void ShardedTbe::Flush() {
+  if (cache_) cache_->Flush();
 }
 
 Tensor ShardedTbe::Zeros(int64_t n) {

@@ -17,6 +17,14 @@
 // DistributeInput before this batch's Lookup and dense work to hide it (a
 // sparse-dist pipeline).
 //
+// Rows. The owned rows are a plain tensor, or, with CacheOptions, the home
+// of a CachedTbe (cache/cached_tbe.h) whose cache keeps the hot rows: the
+// owner's lookup is then the cache's prefetch and forward, its backward
+// the relookup and the fused backward, over the owner's batch. The values
+// are the same either way (the cache reads and updates each row where it
+// is; the tests check the cached run against the unsharded trainer bit for
+// bit).
+//
 // Data: host tensors (kCpu); indices and offsets i64.
 //
 // Thread safety: one thread pushes a rank's steps; ranks are independent.
@@ -24,6 +32,10 @@
 #include <cstdint>
 #include <memory>
 
+#include <optional>
+
+#include "cache/cache_options.h"
+#include "cache/cached_tbe.h"
 #include "engine/engine.h"
 #include "ops/embedding_bag.h"
 #include "storage/tensor.h"
@@ -40,17 +52,24 @@ class ShardedTbe {
 
   // REQUIRES: `engine`, `collectives` and `layout` outlive this object and
   // its ops; `collectives` is this rank's (its communicator's rank is
-  // `rank`). The weights start uninitialized.
+  // `rank`). The weights start uninitialized. With `cache` (its context
+  // and dtype are this TBE's), the owned rows live behind a CachedTbe;
+  // throws what CachedTbe throws (a cache smaller than one set).
   ShardedTbe(engine::Engine& engine, CollectiveOps& collectives, const ShardLayout& layout,
-             int rank);
+             int rank, const std::optional<cache::CacheOptions>& cache = std::nullopt);
   ~ShardedTbe();
   ShardedTbe(const ShardedTbe&) = delete;
   ShardedTbe& operator=(const ShardedTbe&) = delete;
 
   // The tables this rank owns, in table order, and their weights
-  // ([total_elements] f32 of those tables): fill them after WaitToWrite.
+  // ([total_elements] f32 of those tables; with a cache, its home): fill
+  // them after WaitToWrite, read them after Flush.
   [[nodiscard]] const ops::TbeTables& tables() const { return tables_; }
-  [[nodiscard]] storage::Tensor& weights() { return weights_; }
+  [[nodiscard]] storage::Tensor& weights() { return cache_ ? cache_->home() : weights_; }
+  // The cache (null without one).
+  [[nodiscard]] cache::CachedTbe* cache() { return cache_.get(); }
+  // Writes the cached rows home (nothing without a cache).
+  void Flush();
 
   // A step in two pushes, so that a pipeline can put other work between
   // them (sparse-dist: batch i+1's DistributeInput before batch i's
@@ -78,16 +97,23 @@ class ShardedTbe {
   // The owned rows' optimizer state (empty until its first backward):
   // row-wise Adagrad's accumulator [total_rows], Adam's moments
   // [total_elements], of tables().
-  [[nodiscard]] const storage::Tensor& accumulator() const { return accumulator_; }
-  [[nodiscard]] const storage::Tensor& adam_m() const { return adam_m_; }
-  [[nodiscard]] const storage::Tensor& adam_v() const { return adam_v_; }
+  [[nodiscard]] const storage::Tensor& accumulator() const {
+    return cache_ ? cache_->accumulator() : accumulator_;
+  }
+  [[nodiscard]] const storage::Tensor& adam_m() const {
+    return cache_ ? cache_->adam_m() : adam_m_;
+  }
+  [[nodiscard]] const storage::Tensor& adam_v() const {
+    return cache_ ? cache_->adam_v() : adam_v_;
+  }
 
  private:
   [[nodiscard]] storage::Tensor Host(std::vector<int64_t> shape, storage::DType dtype);
   [[nodiscard]] storage::Tensor Counts(const std::vector<int64_t>& counts);
   void PushPackInput(const ops::TbeBatch& local, Step& step);
   void PushUnpackInput(Step& step);
-  // Pushes the gradients' way to the owners; the owner's batch of `step`.
+  // Pushes the gradients' way to the owners; the owner's batch of `step`
+  // (with a cache, relooked up: its locations are current).
   [[nodiscard]] ops::TbeBatch DistributeGrads(Step& step, const storage::Tensor& grad_out);
   [[nodiscard]] storage::Tensor Zeros(int64_t n);
 
@@ -96,7 +122,8 @@ class ShardedTbe {
   const ShardLayout& layout_;
   const int rank_;
   const ops::TbeTables tables_;
-  storage::Tensor weights_;
+  storage::Tensor weights_;  // without a cache
+  std::unique_ptr<cache::CachedTbe> cache_;
   storage::Tensor accumulator_, adam_m_, adam_v_;
   // The constant counts of the lengths' and the pooled rows' exchanges.
   storage::Tensor lengths_sent_, lengths_received_, pooled_sent_, pooled_received_;
