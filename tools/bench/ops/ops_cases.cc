@@ -69,6 +69,36 @@ Timing MeasureEngine(const OpsBenchOptions& o, engine::Engine& engine,
   });
 }
 
+// Two cases timed run by run, a then b, with the same iterations, so that
+// their ratio can be taken run by run (Timing::runs pair up): a drift of
+// the GPU's clocks between two blocks of runs then cancels instead of
+// counting as the difference between the cases.
+std::pair<Timing, Timing> MeasureEnginePaired(const OpsBenchOptions& o, engine::Engine& engine,
+                                              const std::function<void()>& push_a,
+                                              const std::function<void()>& push_b) {
+  auto timer = [&](const std::function<void()>& push) {
+    return [&](int iters) {
+      const auto start = Clock::now();
+      for (int i = 0; i < iters; ++i) push();
+      engine.WaitForAll();
+      return MillisSince(start);
+    };
+  };
+  const auto time_a = timer(push_a);
+  const auto time_b = timer(push_b);
+  time_a(o.warmup);
+  time_b(o.warmup);
+  Timing a, b;
+  a.iters = b.iters = ItersFor(o, time_a(1));
+  for (int run = 0; run < o.repeat; ++run) {
+    a.runs.push_back(time_a(a.iters) / a.iters);
+    b.runs.push_back(time_b(b.iters) / b.iters);
+  }
+  a.ms = Percentile(a.runs, 0.5);
+  b.ms = Percentile(b.runs, 0.5);
+  return {std::move(a), std::move(b)};
+}
+
 // cdf[k] = P(rank <= k) of Zipf(alpha) over `rows` ranks (alpha 0: uniform).
 std::vector<double> ZipfCdf(int64_t rows, double alpha) {
   std::vector<double> cdf(rows);
@@ -106,6 +136,7 @@ class ShapeRun {
   void MakeState();
   void RunGather();
   void RunEmber(const std::string& name, double bytes, const std::function<void()>& push);
+  void RunForwardPair(const std::function<void()>& forward, const std::function<void()>& validated);
   void CheckForward();
   void Progress(const std::string& what, const Timing& t, double bytes) const {
     absl::FPrintF(stderr, "[ember-bench-ops] %s: %s %.3f ms, %.0f GB/s\n", tag_, what, t.ms,
@@ -213,6 +244,29 @@ void ShapeRun::RunGather() {
            r_.gather_bytes);
 }
 
+// The validated forward beside the unvalidated one, run by run: its cost
+// is a few percent, the size of the clocks' drift between two blocks of
+// runs. Both cases' timings are then the paired ones.
+void ShapeRun::RunForwardPair(const std::function<void()>& forward,
+                              const std::function<void()>& validated) {
+  try {
+    auto [plain, checked] = MeasureEnginePaired(o_, engine_, forward, validated);
+    r_.ember["forward"] = std::move(plain);
+    r_.ember["forward_validate"] = std::move(checked);
+    Progress("Ember forward (paired)", r_.ember["forward"], r_.forward_bytes);
+    Progress("Ember forward_validate (paired)", r_.ember["forward_validate"], r_.forward_bytes);
+  } catch (const std::exception& e) {
+    failed = true;
+    r_.errors["ember:forward_validate"] = e.what();
+    absl::FPrintF(stderr, "[ember-bench-ops] %s: Ember forward_validate failed: %s\n", tag_,
+                  e.what());
+    try {
+      engine_.WaitForAll();
+    } catch (const std::exception&) {  // the same error, already recorded
+    }
+  }
+}
+
 void ShapeRun::RunEmber(const std::string& name, double bytes, const std::function<void()>& push) {
   try {
     r_.ember[name] = MeasureEngine(o_, engine_, push);
@@ -293,14 +347,14 @@ void ShapeRun::Run() {
   const ops::TbeBatch batch{&indices_, &offsets_, nullptr, s_.batch};
   ops::TbeOptions fast;
   fast.validate = false;
-  RunEmber("forward", r_.forward_bytes,
-           [&] { ops::EmbeddingBagForward(tables_, weights_, batch, out_, fast); });
+  const auto forward = [&] { ops::EmbeddingBagForward(tables_, weights_, batch, out_, fast); };
+  RunEmber("forward", r_.forward_bytes, forward);
   if (r_.ember.contains("forward")) CheckForward();
-  if (o_.validate) {
+  if (o_.validate && r_.ember.contains("forward")) {
     ops::TbeOptions checked;
     checked.validate = true;
-    RunEmber("forward_validate", r_.forward_bytes,
-             [&] { ops::EmbeddingBagForward(tables_, weights_, batch, out_, checked); });
+    RunForwardPair(forward,
+                   [&] { ops::EmbeddingBagForward(tables_, weights_, batch, out_, checked); });
   }
   const ops::SgdOptions sgd;
   const ops::RowwiseAdagradOptions adagrad;
