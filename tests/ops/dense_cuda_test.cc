@@ -105,6 +105,24 @@ TEST_P(DenseCudaTest, BiasAndRelu) {
   ExpectMatch(db, 1e-6, 1e-7, "bias grad");
 }
 
+// The DLRM step's shapes (tall: 8192 rows of 1 to 1024 columns), rows
+// fewer than a chunk, and no rows at all (zeros); the same bits run after
+// run.
+TEST_P(DenseCudaTest, BiasGradOnTallWideAndEmptyShapes) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{8192, 1}, {8192, 64}, {8192, 1024},
+                            {5, 3}, {100003, 7}, {0, 4}}) {
+    SCOPED_TRACE(::testing::Message() << rows << " x " << cols);
+    Twins dy = RandomTwins({rows, cols});
+    Twins db = EmptyTwins({cols});
+    BiasGrad(dy.cpu, db.cpu);
+    BiasGrad(dy.gpu, db.gpu);
+    ExpectMatch(db, 1e-6, 1e-7 * static_cast<double>(rows), "bias grad");
+    Tensor again = Empty({cols}, kGpu);
+    BiasGrad(dy.gpu, again);
+    EXPECT_EQ(ToHost<float>(again), ToHost<float>(db.gpu)) << "not the same bits twice";
+  }
+}
+
 TEST_P(DenseCudaTest, BasicElementwise) {
   Twins a = RandomTwins({1 << 16});
   Twins b = RandomTwins({1 << 16});
