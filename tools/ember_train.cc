@@ -41,6 +41,8 @@
 #include "tools/train/checkpoint.h"
 #include "tools/train/data_choice.h"
 #include "tools/train/dist/shard_planner.h"
+#include "tools/train/dist/sharded_trainer.h"
+#include "tools/train/model_state.h"
 #include "tools/train/report.h"
 #include "tools/train/runs.h"
 #include "tools/train/tool_checks.h"
@@ -104,6 +106,13 @@ ABSL_FLAG(bool, plan, false,
           "print how the tables would be sharded over --gpus GPUs (--sharding, --shard_plan, "
           "--gpu_memory) and exit");
 ABSL_FLAG(int, gpus, 1, "GPUs to shard the tables over (--plan; training uses one GPU)");
+ABSL_FLAG(int, ranks, 1,
+          "train sharded over this many ranks on the CPU (threads, an in-process "
+          "communicator: the multi-GPU code path); the tables as --shard_plan or the planner "
+          "places them, the dense part data-parallel");
+ABSL_FLAG(bool, check_unsharded, false,
+          "--ranks: then train one process on the same data, summing its dense gradients in "
+          "rank-sized slices, and compare every value");
 ABSL_FLAG(std::string, sharding, "auto", "the planner's policy: auto, table or row");
 ABSL_FLAG(std::string, shard_plan, "",
           "a plan to check and print instead of the planner's: comma-separated 'table:gpu' or "
@@ -231,6 +240,10 @@ struct Command {
   int gpus = 1;
   ember::train::ShardPlannerOptions planner;
   std::string shard_plan;
+  // --ranks: sharded training on the CPU.
+  int ranks = 1;
+  ember::train::ShardedSchedule sharded_schedule = ember::train::ShardedSchedule::kSparseDist;
+  bool check_unsharded = false;
 };
 
 // --plan and its inputs. Training itself runs on one GPU for now, so more
@@ -256,6 +269,35 @@ void ReadPlanFlags(Command& c) {
   const double budget = memory > 0 ? static_cast<double>(memory)
                                    : static_cast<double>(ember::storage::DeviceFreeBytes(0));
   c.planner.gpu_budget_bytes.assign(c.gpus, budget);
+}
+
+// --ranks and what it needs: the CPU, whole global batches, a sharded
+// schedule, and none of the single-process run's extras (yet).
+void ReadRankFlags(Command& c) {
+  c.ranks = absl::GetFlag(FLAGS_ranks);
+  CheckRange("ranks", c.ranks, 1, 1024);
+  c.check_unsharded = absl::GetFlag(FLAGS_check_unsharded);
+  if (c.ranks == 1) {
+    if (c.check_unsharded) Bad("--check_unsharded compares a run of --ranks=N (N > 1)");
+    return;
+  }
+  if (c.train.placement.ctx.is_gpu()) {
+    Bad(
+        fmt::format("--ranks={} runs its ranks on the CPU (--device=cpu); on GPUs the sharded step "
+                    "needs NCCL collectives on device tensors, which are not there yet",
+                    c.ranks));
+  }
+  if (c.data.batch_size % c.ranks != 0) {
+    Bad(fmt::format("--batch={} does not split over --ranks={}", c.data.batch_size, c.ranks));
+  }
+  if (c.plan || c.compare || !c.trace.empty() || !c.train.checkpoint_dir.empty() ||
+      c.data.held_out.has_value() || c.train.eval_every > 0) {
+    Bad("--ranks trains and reports the loss; it takes no --plan, --compare, --trace, "
+        "--checkpoint_dir, --eval_data or --eval_every yet");
+  }
+  c.sharded_schedule = Given("schedule") ? ParseShardedSchedule(absl::GetFlag(FLAGS_schedule))
+                                         : ember::train::ShardedSchedule::kSparseDist;
+  c.planner.gpu_budget_bytes.assign(c.ranks, 1e18);  // host memory: bytes do not bound a rank
 }
 
 // What the planner needs of each table: the bytes its cached rows keep on
@@ -381,7 +423,8 @@ Command FromFlags() {
   }
 
   // The run.
-  t.schedule = ParseSchedule(absl::GetFlag(FLAGS_schedule));
+  // With --ranks the schedule is a sharded one (ReadRankFlags).
+  if (absl::GetFlag(FLAGS_ranks) == 1) t.schedule = ParseSchedule(absl::GetFlag(FLAGS_schedule));
   t.steps = Preset(FLAGS_steps, "steps", gpu, int64_t{3000});
   CheckRange("steps", static_cast<double>(t.steps), 0, 1ll << 40);
   t.eval_every = absl::GetFlag(FLAGS_eval_every);
@@ -440,6 +483,7 @@ Command FromFlags() {
     Bad("--compare needs an end: --steps or --examples");
   }
   ReadPlanFlags(c);
+  ReadRankFlags(c);
   t.Validate();
   return c;
 }
@@ -459,8 +503,59 @@ void WriteJson(const std::string& path, const Json& json) {
   if (!out) throw ember::Error(fmt::format("--json '{}': the write failed", path));
 }
 
+// The unsharded twin of a --ranks run (--check_unsharded): one process, the
+// same data, its dense gradients summed in rank-sized slices.
+ember::train::ModelState TrainUnsharded(const Command& c, const DataFactory& data) {
+  TrainOptions options = c.train;
+  options.placement.dense_grad_slices = c.ranks;
+  options.schedule = ember::train::SingleProcessTwin(c.sharded_schedule);
+  options.log_every = 0;
+  std::unique_ptr<ember::engine::Engine> engine = ember::engine::CreateEngine(c.engine);
+  ember::train::Trainer trainer(*engine, options, data.train(), nullptr);
+  trainer.Run();
+  return ember::train::ReadModelState(trainer.model());
+}
+
+int RunSharded(const Command& c, const DataFactory& data) {
+  const std::vector<ShardingTable> tables = ShardingTablesOf(c);
+  ember::train::ShardedTrainOptions options;
+  options.model = c.train.model;
+  options.plan = c.shard_plan.empty()
+                     ? PlanShards(tables, c.planner)
+                     : ParseShardPlan(c.shard_plan, c.train.model.num_tables(), c.ranks);
+  options.schedule = c.sharded_schedule;
+  options.steps = c.train.steps;
+  options.cache = c.train.placement.cache;
+  options.engine = c.engine;
+  std::printf("ember-train: %s\nsharded over %d ranks on the CPU, plan %s, %s schedule\n",
+              c.train.model.Describe().c_str(), c.ranks, FormatShardPlan(options.plan).c_str(),
+              std::string(ToString(c.sharded_schedule)).c_str());
+  const int64_t log_every = c.train.log_every;
+  const ember::train::ShardedTrainResult result =
+      ember::train::TrainSharded(options, data.train, [&](int64_t step, float loss) {
+        if ((step + 1) % log_every != 0) return;
+        std::printf("step %lld: loss %.6f\n", static_cast<long long>(step + 1), loss);
+        std::fflush(stdout);
+      });
+  std::printf("%zu steps, %lld examples in %.2f s: %.0f examples/s; last loss %.6f\n",
+              result.losses.size(), static_cast<long long>(result.examples), result.seconds,
+              static_cast<double>(result.examples) / std::max(result.seconds, 1e-9),
+              result.losses.empty() ? 0.0 : result.losses.back());
+  if (!c.check_unsharded) return 0;
+  const ember::train::StateDifference diff =
+      ember::train::CompareStates(result.state, TrainUnsharded(c, data));
+  std::printf("against one process (dense gradients in %d slices): %s\n", c.ranks,
+              diff.Describe().c_str());
+  // Table-wise shards promise the same bits; row-wise ones sum partial
+  // sums in another order (docs/train.md, "Several GPUs").
+  const bool row_wise = std::any_of(options.plan.tables.begin(), options.plan.tables.end(),
+                                    [](const auto& t) { return t.kind == ShardKind::kRowWise; });
+  return diff.identical() || row_wise ? 0 : 1;
+}
+
 int Run(const Command& c) {
   if (c.plan) return PrintPlan(c);
+  if (c.ranks > 1) return RunSharded(c, MakeDataFactory(c.data, c.train.model));
   const DataFactory data = MakeDataFactory(c.data, c.train.model);
   RunHooks hooks;
   hooks.stop = &g_stop;

@@ -179,6 +179,15 @@ INSTANTIATE_TEST_SUITE_P(
             "train", {"--compare", "--checkpoint_dir=/tmp"}, {}, "--compare runs every schedule"},
         BadCase{"train", {"--gpus=2"}, {}, "--gpus=2: training runs on one GPU for now"},
         BadCase{"train", {"--plan", "--gpus=2", "--gpu_memory=-1"}, {}, "--gpu_memory=-1"},
+        BadCase{
+            "train", {"--ranks=3", "--batch=256"}, {}, "--batch=256 does not split over --ranks=3"},
+        BadCase{"train",
+                {"--ranks=2", "--schedule=prefetch"},
+                {},
+                "unknown schedule 'prefetch'; valid: baseline, sparse-dist, fused, semisync"},
+        BadCase{
+            "train", {"--ranks=2", "--eval_every=5"}, {}, "--ranks trains and reports the loss"},
+        BadCase{"train", {"--check_unsharded"}, {}, "--check_unsharded compares a run of --ranks"},
         BadCase{"train", {"--plan", "--sharding=column"}, {}, "unknown sharding 'column'"},
         BadCase{"train",
                 {"--plan", "--gpus=2", "--gpu_memory=1000000", "--tables=3", "--shard_plan=0:0"},
@@ -228,6 +237,24 @@ TEST(CliTest, PlanPrintsTheShardPlanAndExits) {
                                 "--tables=2", "--shard_plan=1:0,0:row"});
   ASSERT_EQ(given.status, 0) << given.output;
   EXPECT_THAT(given.output, HasSubstr("plan: 0:row,1:0"));
+}
+
+// Sharded training on the CPU, checked against one process on the same
+// data: every value bit for bit with table-wise shards (the cache on each
+// rank evicting: 4 tables of 500 rows, a fifth of them cached).
+TEST(CliTest, RanksTrainShardedAndMatchOneProcess) {
+  for (const char* schedule : {"sparse-dist", "fused", "semisync"}) {
+    const Outcome out =
+        RunTool(EMBER_TRAIN_BIN, {"--device=cpu", "--ranks=2", "--tables=4", "--rows=500",
+                                  "--batch=64", "--steps=12", "--log_every=4", "--check_unsharded",
+                                  std::string("--schedule=") + schedule});
+    ASSERT_EQ(out.status, 0) << out.output;
+    EXPECT_THAT(out.output, HasSubstr("sharded over 2 ranks on the CPU, plan "));
+    EXPECT_THAT(out.output, HasSubstr("step 12: loss "));
+    EXPECT_THAT(out.output, HasSubstr("against one process (dense gradients in 2 slices): "
+                                      "identical: "))
+        << schedule;
+  }
 }
 
 TEST(CliTest, ASmallRunPrintsItsSummaryJsonAndTrace) {

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "tools/train/model_state.h"
+
 namespace ember::train::testing {
 
 std::vector<std::string> RuntimeEngineNames() {
@@ -59,23 +61,7 @@ TrainOptions TinyOptions(const ModelConfig& model, Schedule schedule, int64_t st
 }
 
 std::map<std::string, std::vector<float>> ReadWeights(DlrmModel& model) {
-  model.tbe().Flush();
-  std::map<std::string, std::vector<float>> weights;
-  auto read = [&](const std::string& name, Tensor& tensor) {
-    Tensor host;
-    if (tensor.kind() == storage::MemoryKind::kDevice) {  // not host-addressable
-      host = Tensor::Empty(tensor.engine(), tensor.shape(), tensor.dtype(), engine::Context::CPU());
-      tensor.CopyTo(host);
-    }
-    const Tensor& readable = host ? host : tensor;
-    readable.WaitToRead();
-    const float* data = readable.data<float>();
-    weights[name].assign(data, data + readable.numel());
-  };
-  model.ForEachDenseState(read);
-  read("tables.weights", model.tbe().home());
-  model.ForEachTableState(read);
-  return weights;
+  return ReadModelState(model);
 }
 
 CorruptingSource::CorruptingSource(std::unique_ptr<BatchSource> inner, int64_t bad_position,

@@ -24,11 +24,13 @@
 #include <gtest/gtest.h>
 
 #include "engine/engine.h"
+#include "engine/engine_options.h"
 #include "engine/error.h"
 #include "tests/train/dist/dist_test_util.h"
 #include "tests/train/train_test_util.h"
 #include "tools/train/dist/in_process_communicator.h"
 #include "tools/train/dist/sharded_schedule.h"
+#include "tools/train/dist/sharded_trainer.h"
 #include "tools/train/trainer.h"
 
 namespace ember::train {
@@ -47,17 +49,6 @@ ModelConfig Model(Optimizer optimizer) {
   return m;
 }
 
-Schedule SingleGpuTwin(ShardedSchedule s) {
-  switch (s) {
-    case ShardedSchedule::kFused:
-      return Schedule::kFused;
-    case ShardedSchedule::kSemisync:
-      return Schedule::kSemisync;
-    default:
-      return Schedule::kBaseline;  // sparse-dist computes baseline's values
-  }
-}
-
 struct Outcome {
   std::vector<float> losses;
   Weights weights;
@@ -73,7 +64,7 @@ Outcome RunUnsharded(const std::string& engine_name, ShardedSchedule schedule, O
                      int ranks) {
   auto engine = testing::NewEngine(engine_name);
   const ModelConfig model = Model(optimizer);
-  TrainOptions options = testing::TinyOptions(model, SingleGpuTwin(schedule), kSteps);
+  TrainOptions options = testing::TinyOptions(model, SingleProcessTwin(schedule), kSteps);
   options.placement.dense_grad_slices = ranks;
   Outcome run;
   Trainer trainer(
@@ -255,6 +246,40 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::ValuesIn(Cases()), ::testing::ValuesIn(AllShardedSchedules()),
                        ::testing::Values(Optimizer::kSgd, Optimizer::kAdagrad, Optimizer::kAdam)),
     CaseName);
+
+// The runner ember-train --ranks uses: every step reported once, in order,
+// and the gathered state (tables at their unsharded place) equal to the
+// Trainer's bit for bit; a batch that does not split is refused.
+TEST(TrainShardedTest, GathersTheStateOfOneProcess) {
+  const ModelConfig config = Model(Optimizer::kAdagrad);
+  ShardedTrainOptions options;
+  options.model = config;
+  options.plan = ParseShardPlan("0:1,1:0,2:1,3:0,4:0", config.num_tables(), 2);
+  options.schedule = ShardedSchedule::kSparseDist;
+  options.steps = kSteps;
+  options.cache.emplace();
+  options.engine = engine::ParseEngineType("ThreadedEnginePerDevice");
+  auto data = [&] {
+    return std::make_unique<SyntheticSource>(testing::TinyData(config, kGlobalBatch, kEndless));
+  };
+  std::vector<int64_t> reported;
+  const ShardedTrainResult result =
+      TrainSharded(options, data, [&](int64_t step, float) { reported.push_back(step); });
+  EXPECT_EQ(reported, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(result.losses.size(), static_cast<size_t>(kSteps));
+  EXPECT_EQ(result.examples, kSteps * kGlobalBatch);
+  const Outcome ref =
+      RunUnsharded("ThreadedEnginePerDevice", options.schedule, Optimizer::kAdagrad, 2);
+  const StateDifference diff = CompareStates(result.state, ref.weights);
+  EXPECT_TRUE(diff.identical()) << diff.Describe();
+  EXPECT_EQ(result.losses.size(), ref.losses.size());
+
+  auto odd = [&] {
+    return std::make_unique<SyntheticSource>(testing::TinyData(config, 7, kEndless));
+  };
+  EXPECT_EQ(testing::ErrorOf([&] { (void)TrainSharded(options, odd); }),
+            "[TrainSharded] a global batch of 7 examples does not split over 2 ranks");
+}
 
 TEST(ShardedDlrmErrors, RefusesWhatItCannotShard) {
   auto engine = testing::NewEngine("NaiveEngine");

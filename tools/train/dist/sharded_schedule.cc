@@ -84,6 +84,19 @@ std::vector<ShardedSchedule> AllShardedSchedules() {
           ShardedSchedule::kSemisync};
 }
 
+Schedule SingleProcessTwin(ShardedSchedule schedule) {
+  switch (schedule) {
+    case ShardedSchedule::kFused:
+      return Schedule::kFused;
+    case ShardedSchedule::kSemisync:
+      return Schedule::kSemisync;
+    case ShardedSchedule::kBaseline:
+    case ShardedSchedule::kSparseDist:
+      return Schedule::kBaseline;
+  }
+  return Schedule::kBaseline;
+}
+
 void PushShardedStep(ShardedSchedule schedule, ShardedDlrm& model, ShardedBatch& cur,
                      ShardedBatch* next) {
   switch (schedule) {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "tools/train/dist/sharded_dlrm.h"
+#include "tools/train/schedule.h"
 
 namespace ember::train {
 
@@ -39,6 +40,10 @@ std::string_view ToString(ShardedSchedule schedule);
 ShardedSchedule ParseShardedSchedule(std::string_view name);
 // Every sharded schedule, baseline first.
 std::vector<ShardedSchedule> AllShardedSchedules();
+
+// The single-process schedule (schedule.h) that computes the same values:
+// baseline's for sparse-dist (the distribution reads no weights).
+Schedule SingleProcessTwin(ShardedSchedule schedule);
 
 // Pushes the step of batch `cur` in `schedule`'s order, and the part of
 // batch `next`'s step that the schedule pushes ahead. `next` is null at
