@@ -38,7 +38,7 @@ Mlp::Mlp(engine::Engine& engine, engine::Context ctx, std::vector<int64_t> sizes
   }
 }
 
-Mlp::Param Mlp::NewParam(std::vector<int64_t> shape) {
+Mlp::Param Mlp::NewParam(const std::vector<int64_t>& shape) {
   Param p;
   p.value = Tensor::Empty(engine_, shape, storage::DType::kF32, ctx_);
   p.grad = Tensor::Empty(engine_, shape, storage::DType::kF32, ctx_);

@@ -100,7 +100,7 @@ class Mlp {
     Param bias;    // [out]
   };
 
-  Param NewParam(std::vector<int64_t> shape);
+  Param NewParam(const std::vector<int64_t>& shape);
   // dW and db of `layer` from its output gradient g and input x.
   void ParamGrads(Layer& layer, const Tensor& g, const Tensor& x, Activations& act, std::size_t l);
   void Step(Param& param, const OptimizerConfig& config, int64_t step);

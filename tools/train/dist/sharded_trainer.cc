@@ -146,6 +146,7 @@ ShardedTrainResult TrainSharded(const ShardedTrainOptions& options,
   std::vector<RankOutcome> outcomes(ranks);
   std::vector<std::exception_ptr> errors(ranks);
   std::vector<std::thread> threads;
+  threads.reserve(ranks);
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       try {
