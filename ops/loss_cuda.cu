@@ -30,7 +30,8 @@ __global__ void BceLossKernel(LossArgs args) {
     if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
     __syncthreads();
   }
-  if (threadIdx.x == 0) args.loss[0] = static_cast<float>(partial[0] / static_cast<double>(args.mean_over));
+  if (threadIdx.x == 0)
+    args.loss[0] = static_cast<float>(partial[0] / static_cast<double>(args.mean_over));
 }
 
 __global__ void SigmoidKernel(LossArgs args) {

@@ -109,8 +109,12 @@ TEST_P(DenseCudaTest, BiasAndRelu) {
 // fewer than a chunk, and no rows at all (zeros); the same bits run after
 // run.
 TEST_P(DenseCudaTest, BiasGradOnTallWideAndEmptyShapes) {
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{8192, 1}, {8192, 64}, {8192, 1024},
-                            {5, 3}, {100003, 7}, {0, 4}}) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{8192, 1},
+                            {8192, 64},
+                            {8192, 1024},
+                            {5, 3},
+                            {100003, 7},
+                            {0, 4}}) {
     SCOPED_TRACE(::testing::Message() << rows << " x " << cols);
     Twins dy = RandomTwins({rows, cols});
     Twins db = EmptyTwins({cols});

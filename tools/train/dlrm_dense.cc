@@ -15,6 +15,15 @@ namespace {
 constexpr uint64_t kBottomStream = 1;
 constexpr uint64_t kTopStream = 2;
 
+// Makes `tensor` a tensor of `shape` unless it is one already. A reused
+// tensor keeps its var, so the engine orders the new batch's writes after
+// the previous batch's reads.
+void Ensure(engine::Engine& engine, Tensor& tensor, std::vector<int64_t> shape,
+            storage::DType dtype, engine::Context ctx) {
+  if (tensor && tensor.shape() == shape && tensor.dtype() == dtype) return;
+  tensor = Tensor::Empty(engine, std::move(shape), dtype, ctx);
+}
+
 }  // namespace
 
 DlrmDense::DlrmDense(engine::Engine& engine, const ModelConfig& config, engine::Context ctx,
@@ -65,6 +74,21 @@ void DlrmDense::Shape(BatchState& state, int64_t batch) {
   if (!state.done) {
     state.done = Tensor::Empty(engine_, {1}, storage::DType::kI64, engine::Context::CPU());
   }
+}
+
+void DlrmDense::Upload(BatchState& state, const HostBatch& batch) {
+  const int64_t b = batch.batch_size;
+  Shape(state, b);
+  Ensure(engine_, state.dense, {b, config_.num_dense}, storage::DType::kF32, ctx_);
+  Ensure(engine_, state.indices, {batch.indices.numel()}, storage::DType::kI64, ctx_);
+  Ensure(engine_, state.offsets, {batch.offsets.numel()}, storage::DType::kI64, ctx_);
+  Ensure(engine_, state.labels, {b, 1}, storage::DType::kF32, ctx_);
+  batch.dense.CopyTo(state.dense);
+  batch.indices.CopyTo(state.indices);
+  batch.offsets.CopyTo(state.offsets);
+  batch.labels.CopyTo(state.labels);
+  state.examples = b;
+  state.position = batch.position;
 }
 
 void DlrmDense::ForwardLogits(BatchState& state) {

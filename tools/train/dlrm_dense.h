@@ -23,6 +23,7 @@
 
 #include "engine/engine.h"
 #include "tools/train/batch_state.h"
+#include "tools/train/data/batch.h"
 #include "tools/train/mlp.h"
 #include "tools/train/model_config.h"
 
@@ -43,6 +44,12 @@ class DlrmDense {
   // Makes `state`'s activations and gradients for `batch` examples unless
   // it has them (a reused state keeps its tensors and their vars).
   void Shape(BatchState& state, int64_t batch);
+  // Shape, then pushes the copies of `batch` (checked by the caller: its
+  // tensors ready, of this model's shape) into state's dense, labels,
+  // indices and offsets on this context, and sets its examples and
+  // position. A reused state keeps its tensors where the shapes match, so
+  // the engine orders the new batch after the old one's readers.
+  void Upload(BatchState& state, const HostBatch& batch);
 
   // The model's output logits of an uploaded batch (no loss).
   void ForwardLogits(BatchState& state);

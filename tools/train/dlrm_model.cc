@@ -18,15 +18,6 @@ namespace {
 
 using storage::DType;
 
-// Makes `tensor` a tensor of `shape` unless it is one already. A reused
-// tensor keeps its var, so the engine orders the new batch's writes after
-// the previous batch's reads.
-void Ensure(engine::Engine& engine, Tensor& tensor, std::vector<int64_t> shape, DType dtype,
-            engine::Context ctx) {
-  if (tensor && tensor.shape() == shape && tensor.dtype() == dtype) return;
-  tensor = Tensor::Empty(engine, std::move(shape), dtype, ctx);
-}
-
 cache::CacheOptions CacheOptionsFor(const ModelConfig& config, const ModelPlacement& placement) {
   cache::CacheOptions options = placement.cache;
   options.ctx = placement.ctx;
@@ -112,22 +103,11 @@ void DlrmModel::Upload(BatchState& state, const HostBatch& batch) {
     ops::ValidateTbeBatch(tbe_->tables(), host_view);
   }
 
-  const engine::Context ctx = placement_.ctx;
+  dense_.Upload(state, batch);
   const int64_t n = batch.indices.numel();
-  dense_.Shape(state, b);
-  Ensure(engine_, state.dense, {b, config_.num_dense}, DType::kF32, ctx);
-  Ensure(engine_, state.indices, {n}, DType::kI64, ctx);
-  Ensure(engine_, state.offsets, {t * b + 1}, DType::kI64, ctx);
-  Ensure(engine_, state.labels, {b, 1}, DType::kF32, ctx);
-  batch.dense.CopyTo(state.dense);
-  batch.indices.CopyTo(state.indices);
-  batch.offsets.CopyTo(state.offsets);
-  batch.labels.CopyTo(state.labels);
   if (!state.locations || state.locations->capacity() < n) {
     state.locations = tbe_->NewLocations(std::max<int64_t>(n, 1));
   }
-  state.examples = b;
-  state.position = batch.position;
   state.prefetched = false;
   state.embedded = false;
 }

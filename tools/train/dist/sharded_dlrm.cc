@@ -39,13 +39,6 @@ Tensor HostTensor(engine::Engine& engine, std::vector<int64_t> shape, DType dtyp
   return t;
 }
 
-// Makes `tensor` a host tensor of `shape` unless it is one already (a
-// reused one keeps its var: the engine orders the new batch after the old).
-void Ensure(engine::Engine& engine, Tensor& tensor, std::vector<int64_t> shape, DType dtype) {
-  if (tensor && tensor.shape() == shape && tensor.dtype() == dtype) return;
-  tensor = Tensor::Empty(engine, std::move(shape), dtype, engine::Context::CPU());
-}
-
 }  // namespace
 
 HostBatch SliceBatch(engine::Engine& engine, const HostBatch& global, int rank, int ranks) {
@@ -127,18 +120,7 @@ void ShardedDlrm::Upload(ShardedBatch& batch, const HostBatch& local) {
         "examples of {} dense features and {} tables ({} offsets)",
         rank_, local.batch_size, b, config_.num_dense, t, t * b + 1));
   }
-  BatchState& s = batch.state;
-  dense_.Shape(s, b);
-  Ensure(engine_, s.dense, {b, config_.num_dense}, DType::kF32);
-  Ensure(engine_, s.labels, {b, 1}, DType::kF32);
-  Ensure(engine_, batch.indices, {local.indices.numel()}, DType::kI64);
-  Ensure(engine_, batch.offsets, {t * b + 1}, DType::kI64);
-  local.dense.CopyTo(s.dense);
-  local.labels.CopyTo(s.labels);
-  local.indices.CopyTo(batch.indices);
-  local.offsets.CopyTo(batch.offsets);
-  s.examples = b;
-  s.position = local.position;
+  dense_.Upload(batch.state, local);
   batch.dist.reset();
   batch.distributed = false;
   batch.embedded = false;
@@ -146,7 +128,7 @@ void ShardedDlrm::Upload(ShardedBatch& batch, const HostBatch& local) {
 
 void ShardedDlrm::DistributeInput(ShardedBatch& batch) {
   batch.dist = tbe_.DistributeInput(
-      ops::TbeBatch{&batch.indices, &batch.offsets, nullptr, layout_.local_batch()});
+      ops::TbeBatch{&batch.state.indices, &batch.state.offsets, nullptr, layout_.local_batch()});
   batch.distributed = true;
 }
 

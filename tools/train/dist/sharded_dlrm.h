@@ -50,8 +50,7 @@ namespace ember::train {
 
 // One local batch in flight on a rank.
 struct ShardedBatch {
-  BatchState state;                  // dense, labels and the dense part's tensors
-  storage::Tensor indices, offsets;  // the local TBE batch
+  BatchState state;  // the local batch and the dense part's tensors (no cache locations)
   std::shared_ptr<ShardedTbe::Step> dist;
   // What the schedule pushed ahead (sharded_schedule.h).
   bool distributed = false;

@@ -1,9 +1,7 @@
 #include "tools/train/dist/sharded_trainer.h"
 
 #include <chrono>
-#include <exception>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -12,6 +10,7 @@
 #include "engine/error.h"
 #include "tools/train/dist/collective_ops.h"
 #include "tools/train/dist/in_process_communicator.h"
+#include "tools/train/dist/rank_threads.h"
 #include "tools/train/dist/shard_layout.h"
 #include "tools/train/dist/sharded_dlrm.h"
 
@@ -144,27 +143,18 @@ ShardedTrainResult TrainSharded(const ShardedTrainOptions& options,
   const ShardLayout layout(options.plan, all, first->batch_size() / ranks);
   InProcessCommunicatorGroup group(ranks);
   std::vector<RankOutcome> outcomes(ranks);
-  std::vector<std::exception_ptr> errors(ranks);
-  std::vector<std::thread> threads;
-  threads.reserve(ranks);
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
+  RunOnRankThreads(
+      ranks,
+      [&](int r) {
         std::unique_ptr<BatchSource> source = r == 0 ? std::move(first) : data();
         RankRun run(options, layout, group.communicator(r), r);
         outcomes[r] = run.Run(*source, on_step);
-      } catch (...) {
-        errors[r] = std::current_exception();
+      },
+      [&](int r) {
         // The peers stop at their next collective instead of waiting for
         // this rank until their timeout.
         group.communicator(r).Break(fmt::format("rank {} stopped with an error", r));
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+      });
   for (int r = 1; r < ranks; ++r) {
     if (outcomes[r].dense != outcomes[0].dense) {
       throw Error(fmt::format(
