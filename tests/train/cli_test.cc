@@ -177,10 +177,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"train", {"--data=parquet:x"}, {}, "is not a data source"},
         BadCase{
             "train", {"--compare", "--checkpoint_dir=/tmp"}, {}, "--compare runs every schedule"},
-        BadCase{"train", {"--gpus=2"}, {}, "--gpus=2: training runs on one GPU for now"},
+        BadCase{
+            "train", {"--gpus=2"}, {}, "--gpus=2: --plan prints how the tables would be sharded"},
         BadCase{"train", {"--plan", "--gpus=2", "--gpu_memory=-1"}, {}, "--gpu_memory=-1"},
         BadCase{
-            "train", {"--ranks=3", "--batch=256"}, {}, "--batch=256 does not split over --ranks=3"},
+            "train", {"--ranks=3", "--batch=256"}, {}, "--batch=256 does not split over 3 ranks"},
         BadCase{"train",
                 {"--ranks=2", "--schedule=prefetch"},
                 {},
@@ -198,6 +199,14 @@ INSTANTIATE_TEST_SUITE_P(
                 {},
                 "fits on no GPU table-wise"},
         BadCase{"train", {}, {{"EMBER_LOG_LEVEL", "loud"}}, "EMBER_LOG_LEVEL"},
+        BadCase{"train",
+                {"--device=cpu"},
+                {{"EMBER_NUM_NODES", "2"},
+                 {"EMBER_NODE_RANK", "0"},
+                 {"EMBER_RENDEZVOUS", "/tmp/ember-cli-test.rdv"},
+                 {"EMBER_RUN_ID", "cli"}},
+                "a run of several hosts (tools/train/launch.sh) trains on GPUs"},
+        BadCase{"train", {}, {{"EMBER_NUM_NODES", "2"}}, "EMBER_NODE_RANK"},
         BadCase{"train", {}, {{"ENGINE_TYPE", "FastEngine"}}, "NaiveEngine"},
         BadCase{"train",
                 {},

@@ -77,15 +77,19 @@ void DlrmDense::Shape(BatchState& state, int64_t batch) {
 }
 
 void DlrmDense::Upload(BatchState& state, const HostBatch& batch) {
+  UploadDense(state, batch);
+  Ensure(engine_, state.indices, {batch.indices.numel()}, storage::DType::kI64, ctx_);
+  Ensure(engine_, state.offsets, {batch.offsets.numel()}, storage::DType::kI64, ctx_);
+  batch.indices.CopyTo(state.indices);
+  batch.offsets.CopyTo(state.offsets);
+}
+
+void DlrmDense::UploadDense(BatchState& state, const HostBatch& batch) {
   const int64_t b = batch.batch_size;
   Shape(state, b);
   Ensure(engine_, state.dense, {b, config_.num_dense}, storage::DType::kF32, ctx_);
-  Ensure(engine_, state.indices, {batch.indices.numel()}, storage::DType::kI64, ctx_);
-  Ensure(engine_, state.offsets, {batch.offsets.numel()}, storage::DType::kI64, ctx_);
   Ensure(engine_, state.labels, {b, 1}, storage::DType::kF32, ctx_);
   batch.dense.CopyTo(state.dense);
-  batch.indices.CopyTo(state.indices);
-  batch.offsets.CopyTo(state.offsets);
   batch.labels.CopyTo(state.labels);
   state.examples = b;
   state.position = batch.position;

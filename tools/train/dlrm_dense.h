@@ -50,6 +50,9 @@ class DlrmDense {
   // position. A reused state keeps its tensors where the shapes match, so
   // the engine orders the new batch after the old one's readers.
   void Upload(BatchState& state, const HostBatch& batch);
+  // Upload without the indices and offsets, for an owner of the embeddings
+  // that takes them from the host batch itself (ShardedDlrm).
+  void UploadDense(BatchState& state, const HostBatch& batch);
 
   // The model's output logits of an uploaded batch (no loss).
   void ForwardLogits(BatchState& state);

@@ -95,8 +95,7 @@ Outcome RunRank(const std::string& engine_name, ShardedSchedule schedule, Optimi
   SyntheticSource data(testing::TinyData(config, kGlobalBatch, kEndless));
   const BatchMemory memory{engine.get()};
   auto upload = [&](ShardedBatch& batch, int step) {
-    const HostBatch local = SliceBatch(*engine, *data.Next(memory), rank, layout.ranks());
-    model.Upload(batch, local);
+    model.Upload(batch, SliceBatch(*engine, *data.Next(memory), rank, layout.ranks()));
     batch.state.step = step;
   };
   ShardedBatch ring[2];
@@ -281,6 +280,53 @@ TEST(TrainShardedTest, GathersTheStateOfOneProcess) {
             "[TrainSharded] a global batch of 7 examples does not split over 2 ranks");
 }
 
+// Several hosts, each a process running its part of the ranks, as two
+// calls on two threads sharing one group: every part sees the losses and
+// the dense state of the run of all ranks in one call, and keeps no tables
+// (their shards are split over the parts).
+TEST(TrainShardedTest, PartsOfTheRanksInSeveralCallsTrainAsOne) {
+  const ModelConfig config = Model(Optimizer::kAdagrad);
+  ShardedTrainOptions options;
+  options.model = config;
+  options.plan = ParseShardPlan("0:1,1:0,2:1,3:0,4:0", config.num_tables(), 2);
+  options.steps = kSteps;
+  options.engine = engine::ParseEngineType("ThreadedEnginePerDevice");
+  auto data = [&] {
+    return std::make_unique<SyntheticSource>(testing::TinyData(config, kGlobalBatch, kEndless));
+  };
+  const ShardedTrainResult whole = TrainSharded(options, data);
+
+  InProcessCommunicatorGroup group(2);
+  std::vector<ShardedTrainResult> parts(2);
+  testing::RunRankThreads(2, [&](int r) {
+    ShardedTrainOptions part = options;
+    part.first_rank = r;
+    part.local_ranks = 1;
+    part.cpu_group = &group;
+    parts[r] = TrainSharded(part, data);
+  });
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE(::testing::Message() << "part " << r);
+    EXPECT_EQ(parts[r].losses, whole.losses);
+    for (const auto& [name, values] : whole.state) {
+      if (name.starts_with("tables.")) {
+        EXPECT_FALSE(parts[r].state.contains(name)) << name;
+      } else {
+        EXPECT_EQ(parts[r].state.at(name), values) << name;
+      }
+    }
+  }
+
+  ShardedTrainOptions alone = options;
+  alone.first_rank = 1;
+  alone.local_ranks = 1;
+  EXPECT_EQ(testing::ErrorOf([&] { (void)TrainSharded(alone, data); }),
+            "[TrainSharded] a process that runs part of the CPU ranks needs the shared cpu_group");
+  alone.local_ranks = 2;
+  EXPECT_EQ(testing::ErrorOf([&] { (void)TrainSharded(alone, data); }),
+            "[TrainSharded] ranks 1 to 2 of a run of 2: outside the run");
+}
+
 TEST(ShardedDlrmErrors, RefusesWhatItCannotShard) {
   auto engine = testing::NewEngine("NaiveEngine");
   InProcessCommunicatorGroup group(2);
@@ -301,9 +347,8 @@ TEST(ShardedDlrmErrors, RefusesWhatItCannotShard) {
   EXPECT_EQ(testing::ErrorOf([&] { (void)SliceBatch(*engine, six, 0, 4); }),
             "[SliceBatch] rank 0 of 4: a batch of 6 examples splits into equal slices only over "
             "a number of ranks that divides it");
-  const HostBatch three = SliceBatch(*engine, six, 1, 2);
   ShardedBatch batch;
-  EXPECT_THAT(testing::ErrorOf([&] { model.Upload(batch, three); }),
+  EXPECT_THAT(testing::ErrorOf([&] { model.Upload(batch, SliceBatch(*engine, six, 1, 2)); }),
               ::testing::HasSubstr("[ShardedDlrm::Upload] rank 0: a local batch of 3 examples; "
                                    "the model takes 4 examples"));
 }

@@ -18,7 +18,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -34,7 +33,7 @@
 #include "engine/base/device.h"
 #include "engine/engine.h"
 #include "engine/error.h"
-#include "tools/train/data/batch_builder.h"
+#include "tools/train/bench/replay_source.h"
 #include "tools/train/data/synthetic_source.h"
 #include "tools/train/json.h"
 #include "tools/train/report.h"
@@ -63,48 +62,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace ember::train;  // NOLINT: a bench over the runtime
-
-// A source that hands out copies of batches made once, cycling: positions
-// keep counting, so the trainer's bookkeeping is that of an endless source.
-class ReplaySource final : public BatchSource {
- public:
-  struct Stored {
-    int64_t batch_size = 0;
-    std::vector<float> dense, labels;
-    std::vector<int64_t> indices, offsets;
-  };
-
-  ReplaySource(DataSpec spec, int64_t batch_size, std::vector<Stored> batches)
-      : BatchSource(batch_size), spec_(std::move(spec)), batches_(std::move(batches)) {}
-
-  [[nodiscard]] const DataSpec& spec() const override { return spec_; }
-  [[nodiscard]] int64_t position() const override { return position_; }
-  [[nodiscard]] std::optional<int64_t> size() const override { return std::nullopt; }
-  void Seek(int64_t example) override { position_ = example; }
-
-  std::optional<HostBatch> Next(const BatchMemory& memory) override {
-    const Stored& s =
-        batches_[static_cast<std::size_t>(position_ / batch_size()) % batches_.size()];
-    BatchBuilder b(memory, s.batch_size, spec_.num_dense, spec_.num_tables());
-    std::memcpy(b.dense(), s.dense.data(), s.dense.size() * sizeof(float));
-    std::memcpy(b.labels(), s.labels.data(), s.labels.size() * sizeof(float));
-    std::memcpy(b.offsets(), s.offsets.data(), s.offsets.size() * sizeof(int64_t));
-    int64_t* indices = b.AllocateIndices(static_cast<int64_t>(s.indices.size()));
-    std::memcpy(indices, s.indices.data(), s.indices.size() * sizeof(int64_t));
-    position_ += s.batch_size;
-    return std::move(b).Finish(position_);
-  }
-
- private:
-  const DataSpec spec_;
-  const std::vector<Stored> batches_;
-  int64_t position_ = 0;
-};
-
-template <typename T>
-std::vector<T> Values(const ember::storage::Tensor& t) {
-  return std::vector<T>(t.data<T>(), t.data<T>() + t.numel());
-}
 
 std::vector<int64_t> ParseList(const char* flag, const std::string& text) {
   std::vector<int64_t> values;
@@ -199,7 +156,7 @@ int Run() {
   synthetic.rows = m.table_rows;
   synthetic.pooling_mean = absl::GetFlag(FLAGS_pooling);
   synthetic.pooling_max = static_cast<int>(2 * synthetic.pooling_mean + 0.5);
-  std::vector<ReplaySource::Stored> stored;
+  auto stored = std::make_shared<std::vector<ReplaySource::Stored>>();
   const fs::path dir = fs::temp_directory_path() / fmt::format("ember-bench-train-{}", ::getpid());
   fs::create_directories(dir);
   Json spec = Json::MakeObject();
@@ -209,8 +166,7 @@ int Run() {
     SyntheticSource source(synthetic);
     for (int64_t k = 0; k < num_batches; ++k) {
       std::optional<HostBatch> b = source.Next({engine.get(), ember::storage::MemoryKind::kCpu});
-      ReplaySource::Stored s{b->batch_size, Values<float>(b->dense), Values<float>(b->labels),
-                             Values<int64_t>(b->indices), Values<int64_t>(b->offsets)};
+      ReplaySource::Stored s = ReplaySource::Store(*b);
       const std::string stem = (dir / fmt::format("batch{}", k)).string();
       WriteRaw(stem + ".dense", s.dense);
       WriteRaw(stem + ".labels", s.labels);
@@ -223,7 +179,7 @@ int Run() {
                            .Set("labels", stem + ".labels")
                            .Set("indices", stem + ".indices")
                            .Set("offsets", stem + ".offsets"));
-      stored.push_back(std::move(s));
+      stored->push_back(std::move(s));
     }
   }
   Json rows = Json::MakeArray();

@@ -15,11 +15,27 @@ using storage::DType;
 using storage::MemoryKind;
 using storage::Tensor;
 
+bool IsHost(const Tensor& t) {
+  return t.kind() == MemoryKind::kCpu || t.kind() == MemoryKind::kPinned;
+}
+
 void CheckHost(const Tensor& t, const char* name, const std::string& what) {
-  if (!t || (t.kind() != MemoryKind::kCpu && t.kind() != MemoryKind::kPinned)) {
+  if (!t || !IsHost(t)) {
     throw InvalidArgument(fmt::format(
         "[CollectiveOps] '{}': `{}` must be a host tensor (kCpu or kPinned){}", what, name,
         t ? fmt::format(", not {}", storage::ToString(t.kind())) : std::string()));
+  }
+}
+
+// The data of a collective: host memory on the CPU, the GPU's own memory on
+// a GPU (what NCCL takes).
+void CheckOn(engine::Context ctx, const Tensor& t, const char* name, const std::string& what) {
+  if (!ctx.is_gpu()) return CheckHost(t, name, what);
+  if (!t || t.kind() != MemoryKind::kDevice || t.ctx() != ctx) {
+    throw InvalidArgument(fmt::format(
+        "[CollectiveOps] '{}': `{}` must be device memory of {}{}", what, name, ctx.ToString(),
+        t ? fmt::format(", not {} on {}", storage::ToString(t.kind()), t.ctx().ToString())
+          : std::string()));
   }
 }
 
@@ -71,15 +87,15 @@ bool BreakFor(Communicator& comm, const std::string& what) {
 
 }  // namespace
 
-CollectiveOps::CollectiveOps(engine::Engine& engine, Communicator& comm)
-    : engine_(engine), comm_(comm), order_(engine.NewVariable()) {}
+CollectiveOps::CollectiveOps(engine::Engine& engine, Communicator& comm, engine::Context ctx)
+    : engine_(engine), comm_(comm), ctx_(ctx), order_(engine.NewVariable()) {}
 
 CollectiveOps::~CollectiveOps() { engine_.DeleteVariable(order_); }
 
 void CollectiveOps::AllToAllV(const Tensor& send, const Tensor& send_counts, const Tensor& recv,
                               const Tensor& recv_counts, std::string what) {
-  CheckHost(send, "send", what);
-  CheckHost(recv, "recv", what);
+  CheckOn(ctx_, send, "send", what);
+  CheckOn(ctx_, recv, "recv", what);
   CheckCounts(send_counts, "send_counts", comm_.world_size(), what);
   CheckCounts(recv_counts, "recv_counts", comm_.world_size(), what);
   if (send.dtype() != recv.dtype()) {
@@ -92,6 +108,7 @@ void CollectiveOps::AllToAllV(const Tensor& send, const Tensor& send_counts, con
               send_counts = send_counts.data<int64_t>(), recv_counts = recv_counts.data<int64_t>(),
               unit, what](engine::RunContext ctx) {
     if (ctx.input_failed && BreakFor(comm, what)) return;
+    comm.IssueAfter(ctx.stream);
     const int n = comm.world_size();
     const std::vector<int64_t> send_bytes = BytesOf(send_counts, n, unit);
     const std::vector<int64_t> recv_bytes = BytesOf(recv_counts, n, unit);
@@ -100,22 +117,32 @@ void CollectiveOps::AllToAllV(const Tensor& send, const Tensor& send_counts, con
   };
   engine_.PushSync(std::move(run), {send.var(), send_counts.var(), recv_counts.var()},
                    {recv.var(), order_},
-                   {.prop = engine::FnProperty::kNoSkip, .name = "AllToAllV"});
+                   {.ctx = ctx_, .prop = engine::FnProperty::kNoSkip, .name = "AllToAllV"});
 }
 
 void CollectiveOps::AllReduceSum(const Tensor& data, std::string what) {
-  CheckHost(data, "data", what);
-  if (data.dtype() != DType::kF32) {
-    throw InvalidArgument(fmt::format("[CollectiveOps] '{}': AllReduceSum takes f32, not {}", what,
-                                      storage::ToString(data.dtype())));
+  AllReduceSum(std::vector<const Tensor*>{&data}, std::move(what));
+}
+
+void CollectiveOps::AllReduceSum(const std::vector<const Tensor*>& data, std::string what) {
+  std::vector<std::span<float>> parts;
+  std::vector<engine::VarHandle> written = {order_};
+  for (const Tensor* t : data) {
+    CheckOn(ctx_, *t, "data", what);
+    if (t->dtype() != DType::kF32) {
+      throw InvalidArgument(fmt::format("[CollectiveOps] '{}': AllReduceSum takes f32, not {}",
+                                        what, storage::ToString(t->dtype())));
+    }
+    parts.emplace_back(t->data<float>(), t->numel());
+    written.push_back(t->var());
   }
-  auto run = [&comm = comm_, values = std::span<float>(data.data<float>(), data.numel()),
-              what](engine::RunContext ctx) {
+  auto run = [&comm = comm_, parts = std::move(parts), what](engine::RunContext ctx) {
     if (ctx.input_failed && BreakFor(comm, what)) return;
-    comm.AllReduceSum(values, what);
+    comm.IssueAfter(ctx.stream);
+    comm.AllReduceSum(std::span<const std::span<float>>(parts), what);
   };
-  engine_.PushSync(std::move(run), {}, {data.var(), order_},
-                   {.prop = engine::FnProperty::kNoSkip, .name = "AllReduceSum"});
+  engine_.PushSync(std::move(run), {}, written,
+                   {.ctx = ctx_, .prop = engine::FnProperty::kNoSkip, .name = "AllReduceSum"});
 }
 
 }  // namespace ember::train

@@ -22,14 +22,18 @@
 // group was broken already (the error came through the order var from a
 // failed collective), the collective fails at once in its own name.
 //
-// Data. Host tensors (kCpu or kPinned) for now; counts are i64 host
-// tensors of world_size entries read when the op runs, so they may come
-// from an earlier collective (the lengths, then the indices).
+// Data. The communicator's memory on the rank's context: host tensors (kCpu
+// or kPinned) on the CPU, the GPU's device memory (kDevice) on a GPU, where
+// the ops run on that GPU's workers and the communicator follows the op's
+// stream (Communicator::IssueAfter). Counts are i64 host tensors of
+// world_size entries read when the op runs, so they may come from an
+// earlier collective (the lengths, then the indices).
 //
 // Thread safety: one thread pushes a rank's collectives (their order is
 // the push order); the ranks' objects are independent.
 
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "storage/tensor.h"
@@ -39,16 +43,20 @@ namespace ember::train {
 
 class CollectiveOps {
  public:
-  // REQUIRES: `engine` and `comm` outlive this object and every op it
-  // pushed (WaitForAll before destroying them).
-  CollectiveOps(engine::Engine& engine, Communicator& comm);
+  // The collectives of `comm` on `ctx` (the CPU for a host communicator,
+  // the rank's GPU for NCCL). REQUIRES: `engine` and `comm` outlive this
+  // object and every op it pushed (WaitForAll before destroying them).
+  CollectiveOps(engine::Engine& engine, Communicator& comm,
+                engine::Context ctx = engine::Context::CPU());
+
+  [[nodiscard]] engine::Context ctx() const { return ctx_; }
   ~CollectiveOps();
   CollectiveOps(const CollectiveOps&) = delete;
   CollectiveOps& operator=(const CollectiveOps&) = delete;
 
   // Communicator::AllToAllV of `send`'s elements into `recv`, counted in
   // elements by `send_counts` and `recv_counts`. Throws InvalidArgument at
-  // push for tensors that are not host tensors, dtypes that differ or
+  // push for tensors that are not in ctx()'s memory, dtypes that differ or
   // counts that are not i64 of world_size entries; counts whose sums
   // exceed the tensors are the op's error when it runs.
   void AllToAllV(const storage::Tensor& send, const storage::Tensor& send_counts,
@@ -56,10 +64,13 @@ class CollectiveOps {
 
   // Communicator::AllReduceSum of `data` (f32) in place, in rank order.
   void AllReduceSum(const storage::Tensor& data, std::string what);
+  // The same for several tensors in one collective (a bucket).
+  void AllReduceSum(const std::vector<const storage::Tensor*>& data, std::string what);
 
  private:
   engine::Engine& engine_;
   Communicator& comm_;
+  const engine::Context ctx_;
   engine::VarHandle order_;
 };
 

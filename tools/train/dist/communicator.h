@@ -4,9 +4,9 @@
 // needs. Sharded embedding tables send each batch's indices to the ranks
 // that own their rows and the pooled embeddings back (all-to-all of
 // variable sizes); the dense gradients are summed over ranks (all-reduce).
-// NCCL will implement it on GPUs; InProcessCommunicatorGroup
-// (in_process_communicator.h) implements it with threads as ranks, so
-// that CI tests all of the logic without a GPU.
+// NcclCommunicator (nccl_communicator.h) implements it on GPUs;
+// InProcessCommunicatorGroup (in_process_communicator.h) implements it
+// with threads as ranks, so that CI tests all of the logic without a GPU.
 //
 // Contract (NCCL's). Every rank calls the same collectives in the same
 // order, each with the same `what`: collective n on one rank meets
@@ -88,8 +88,25 @@ class Communicator {
   // REQUIRES: data.size() is the same on every rank. Blocks.
   void AllReduceSum(std::span<float> data, std::string_view what) { DoAllReduceSum(data, what); }
 
+  // Communicator::AllReduceSum of several arrays in one collective, each
+  // summed as above: a bucket (the dense gradients of a step), whose one
+  // exchange costs one round trip where an array each would cost many.
+  // REQUIRES: the same number of parts, of the same sizes, on every rank.
+  void AllReduceSum(std::span<const std::span<float>> parts, std::string_view what) {
+    DoAllReduceSumParts(parts, what);
+  }
+
   // Communicator::Barrier returns once every rank has called it.
   void Barrier(std::string_view what) { DoBarrier(what); }
+
+  // Communicator::IssueAfter: the next collective's operations start after
+  // the work issued so far on `stream` (a cudaStream_t of this rank's GPU).
+  // An Async engine's GPU op finds its inputs ordered on its own stream, not
+  // yet finished on the host; a communicator that works on a stream of its
+  // own (NCCL's) must follow that one first. A host communicator ignores it:
+  // its op runs once its inputs are done. Does not throw where it ignores;
+  // NcclCommunicator throws CudaError for a failed record or wait.
+  void IssueAfter(void* stream) { DoIssueAfter(stream); }
 
   // Communicator::Break breaks the group on purpose, for a rank that cannot
   // take part as it should (the input of its next collective failed): its
@@ -105,7 +122,12 @@ class Communicator {
                            std::span<std::byte> recv, std::span<const int64_t> recv_bytes,
                            std::string_view what) = 0;
   virtual void DoAllReduceSum(std::span<float> data, std::string_view what) = 0;
+  // By default one DoAllReduceSum per part, in order.
+  virtual void DoAllReduceSumParts(std::span<const std::span<float>> parts, std::string_view what) {
+    for (std::span<float> part : parts) DoAllReduceSum(part, what);
+  }
   virtual void DoBarrier(std::string_view what) = 0;
+  virtual void DoIssueAfter(void* /*stream*/) {}
 
   // Breaks the group because this rank failed its own checks (`error`, the
   // message it is about to throw) or gave up (Break), and will not join the

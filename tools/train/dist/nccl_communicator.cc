@@ -59,6 +59,26 @@ struct NcclCommunicator::Nccl {
   size_t scratch_floats = 0;
   // The first failure; once set, every call throws it.
   std::string broken;
+  // IssueAfter's event, and the timing pair (record_timings).
+  CudaEvent follow, started, finished;
+  bool record_timings = false;
+  std::vector<CollectiveTiming> timings;
+
+  ~Nccl() {
+    if (scratch != nullptr) CudaLogIfError(cudaFree(scratch), "cudaFree of scratch");
+  }
+
+  // Grows the scratch to `floats` (a call's own: the stream is idle
+  // between calls).
+  void Reserve(size_t floats) {
+    if (floats <= scratch_floats) return;
+    if (scratch != nullptr) CudaCheck(cudaFree(scratch), "cudaFree of scratch");
+    scratch = nullptr;
+    scratch_floats = 0;
+    CudaCheck(cudaMalloc(&scratch, floats * sizeof(float)),
+              "cudaMalloc of the collective's scratch");
+    scratch_floats = floats;
+  }
 
   bool Abort(std::string_view error) noexcept {
     const bool was_whole = broken.empty();
@@ -72,20 +92,33 @@ struct NcclCommunicator::Nccl {
   // failure) on the stream and waits for it; a failure aborts the group
   // and throws Unavailable "[NcclCommunicator::<kind>] rank r: 'what': ...".
   template <typename Issue>
-  void Run(std::string_view kind, int rank, int device, std::string_view what, Issue issue) {
+  void Run(std::string_view kind, int rank, int device, std::string_view what, int64_t bytes,
+           Issue issue) {
     const std::string where =
         fmt::format("[NcclCommunicator::{}] rank {}: '{}': ", kind, rank, what);
     if (!broken.empty()) throw Unavailable(where + "the group is broken: " + broken);
     ScopedDevice on(device);
+    if (record_timings) CudaCheck(cudaEventRecord(started.get(), stream.get()), where);
     const ncclResult_t issued = issue();
+    if (record_timings) CudaCheck(cudaEventRecord(finished.get(), stream.get()), where);
     std::string problem = issued == ncclSuccess
                               ? WaitFor(stream.get(), comm, timeout)
                               : fmt::format("NCCL error: {} ({})", ncclGetErrorString(issued),
                                             ncclGetLastError(comm));
-    if (problem.empty()) return;
+    if (problem.empty()) {
+      if (record_timings) Record(what, bytes);
+      return;
+    }
     problem = where + problem;
     Abort(problem);
     throw Unavailable(problem);
+  }
+
+  void Record(std::string_view what, int64_t bytes) {
+    float ms = 0;
+    CudaCheck(cudaEventElapsedTime(&ms, started.get(), finished.get()),
+              "cudaEventElapsedTime of a collective");
+    timings.push_back({std::string(what), bytes, ms / 1e3});
   }
 };
 
@@ -117,7 +150,12 @@ NcclCommunicator::NcclCommunicator(int rank, int world_size, int device, const N
   }
   ScopedDevice on(device);
   nccl_->stream = CudaStream::Create("NcclCommunicator's stream");
+  nccl_->follow = CudaEvent::Create("NcclCommunicator's IssueAfter event");
   nccl_->timeout = options.timeout;
+  if (options.record_timings) {
+    nccl_->started = CudaEvent::Create("NcclCommunicator's timing event", cudaEventDefault);
+    nccl_->finished = CudaEvent::Create("NcclCommunicator's timing event", cudaEventDefault);
+  }
   ncclUniqueId raw;
   std::memcpy(&raw, id.bytes.data(), sizeof(raw));
   const ncclResult_t result = ncclCommInitRank(&nccl_->comm, world_size, raw, rank);
@@ -126,15 +164,53 @@ NcclCommunicator::NcclCommunicator(int rank, int world_size, int device, const N
                                   rank, world_size, ncclGetErrorString(result),
                                   ncclGetLastError(nullptr)));
   }
+  Connect();
+  nccl_->record_timings = options.record_timings;
+}
+
+void NcclCommunicator::Connect() {
+  // NCCL connects peers on their first collective of each kind, and that
+  // call blocks on the host until the peers take part, out of the
+  // timeout's reach (a peer that never came would hang it). Every rank is
+  // here now (ncclCommInitRank returned): one collective of each kind the
+  // communicator issues connects them, so that later calls wait on the
+  // GPU, where the timeout applies.
+  const auto n = static_cast<size_t>(world_size());
+  // A float (aligned, at the start), then a byte to send and one to
+  // receive per rank.
+  std::byte* buffer = nullptr;
+  CudaCheck(cudaMalloc(&buffer, sizeof(float) + 2 * n),
+            "cudaMalloc for NcclCommunicator's connection");
+  std::byte* bytes = buffer + sizeof(float);
+  const std::vector<int64_t> ones(n, 1);
+  try {
+    DoAllToAllV({bytes, n}, ones, {bytes + n, n}, ones, "connect");
+    DoAllReduceSum({reinterpret_cast<float*>(buffer), 1}, "connect");
+    DoBarrier("connect");
+  } catch (...) {
+    CudaLogIfError(cudaFree(buffer), "cudaFree of the connection's buffers");
+    throw;
+  }
+  CudaCheck(cudaFree(buffer), "cudaFree of the connection's buffers");
 }
 
 NcclCommunicator::~NcclCommunicator() {
   ScopedDevice on(device_);
   if (nccl_->comm != nullptr) ncclCommDestroy(nccl_->comm);
-  if (nccl_->scratch != nullptr) CudaLogIfError(cudaFree(nccl_->scratch), "cudaFree of scratch");
 }
 
 bool NcclCommunicator::Abort(std::string_view error) noexcept { return nccl_->Abort(error); }
+
+const std::vector<CollectiveTiming>& NcclCommunicator::timings() const { return nccl_->timings; }
+
+void NcclCommunicator::DoIssueAfter(void* stream) {
+  if (stream == nullptr) return;
+  ScopedDevice on(device_);
+  CudaCheck(cudaEventRecord(nccl_->follow.get(), static_cast<cudaStream_t>(stream)),
+            "cudaEventRecord for NcclCommunicator::IssueAfter");
+  CudaCheck(cudaStreamWaitEvent(nccl_->stream.get(), nccl_->follow.get(), 0),
+            "cudaStreamWaitEvent for NcclCommunicator::IssueAfter");
+}
 
 void NcclCommunicator::DoAllToAllV(std::span<const std::byte> send,
                                    std::span<const int64_t> send_bytes, std::span<std::byte> recv,
@@ -157,41 +233,55 @@ void NcclCommunicator::DoAllToAllV(std::span<const std::byte> send,
     const ncclResult_t ended = ncclGroupEnd();
     return r != ncclSuccess ? r : ended;
   };
-  nccl_->Run("AllToAllV", rank(), device_, what, issue);
+  int64_t sent = 0;
+  for (int p = 0; p < world_size(); ++p) sent += p == rank() ? 0 : send_bytes[p];
+  nccl_->Run("AllToAllV", rank(), device_, what, sent, issue);
 }
 
 void NcclCommunicator::DoAllReduceSum(std::span<float> data, std::string_view what) {
-  const size_t need = data.size() * static_cast<size_t>(world_size());
+  const std::span<float> one[] = {data};
+  DoAllReduceSumParts(one, what);
+}
+
+void NcclCommunicator::DoAllReduceSumParts(std::span<const std::span<float>> parts,
+                                           std::string_view what) {
+  const auto ranks = static_cast<size_t>(world_size());
+  size_t total = 0;
+  for (std::span<float> part : parts) total += part.size();
   auto issue = [&]() -> ncclResult_t {
-    if (need > nccl_->scratch_floats) {
-      if (nccl_->scratch != nullptr) CudaCheck(cudaFree(nccl_->scratch), "cudaFree of scratch");
-      nccl_->scratch = nullptr;
-      nccl_->scratch_floats = 0;
-      CudaCheck(cudaMalloc(&nccl_->scratch, need * sizeof(float)),
-                "cudaMalloc of AllReduceSum's gathered data");
-      nccl_->scratch_floats = need;
+    if (ranks == 1) return ncclSuccess;  // the sum of one rank's data is the data
+    nccl_->Reserve(total * ranks);
+    // Part k's pieces, rank by rank, at its offset times the ranks.
+    ncclResult_t r = ncclGroupStart();
+    size_t at = 0;
+    for (std::span<float> part : parts) {
+      if (r == ncclSuccess && !part.empty()) {
+        r = ncclAllGather(part.data(), nccl_->scratch + at * ranks, part.size(), ncclFloat,
+                          nccl_->comm, nccl_->stream.get());
+      }
+      at += part.size();
     }
-    const ncclResult_t r = ncclAllGather(data.data(), nccl_->scratch, data.size(), ncclFloat,
-                                         nccl_->comm, nccl_->stream.get());
-    if (r == ncclSuccess) {
-      RankOrderSum(nccl_->scratch, world_size(), static_cast<int64_t>(data.size()), data.data(),
-                   nccl_->stream.get());
+    const ncclResult_t ended = ncclGroupEnd();
+    if (r != ncclSuccess || ended != ncclSuccess) return r != ncclSuccess ? r : ended;
+    at = 0;
+    for (std::span<float> part : parts) {
+      RankOrderSum(nccl_->scratch + at * ranks, world_size(), static_cast<int64_t>(part.size()),
+                   part.data(), nccl_->stream.get());
+      at += part.size();
     }
-    return r;
+    return ncclSuccess;
   };
-  nccl_->Run("AllReduceSum", rank(), device_, what, issue);
+  nccl_->Run("AllReduceSum", rank(), device_, what, static_cast<int64_t>(total * sizeof(float)),
+             issue);
 }
 
 void NcclCommunicator::DoBarrier(std::string_view what) {
   auto issue = [&]() -> ncclResult_t {
-    if (nccl_->scratch_floats < 1) {
-      CudaCheck(cudaMalloc(&nccl_->scratch, sizeof(float)), "cudaMalloc of Barrier's word");
-      nccl_->scratch_floats = 1;
-    }
+    nccl_->Reserve(1);
     return ncclAllReduce(nccl_->scratch, nccl_->scratch, 1, ncclFloat, ncclSum, nccl_->comm,
                          nccl_->stream.get());
   };
-  nccl_->Run("Barrier", rank(), device_, what, issue);
+  nccl_->Run("Barrier", rank(), device_, what, 0, issue);
 }
 
 }  // namespace ember::train

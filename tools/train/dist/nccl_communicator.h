@@ -7,7 +7,9 @@
 // Each call issues its NCCL operations on the communicator's own stream
 // and returns when they finished, as the contract says: the caller is the
 // rank's in-order communication worker, so only that worker waits, and
-// NCCL sees the ranks' collectives in one order.
+// NCCL sees the ranks' collectives in one order. Inputs that an engine op
+// has ordered on its own stream (an Async engine) are followed with
+// IssueAfter(op's stream) before the call.
 //
 // AllReduceSum adds in rank order, as the contract requires: NCCL's own
 // reductions add in an order that depends on the topology (rings, trees),
@@ -35,6 +37,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tools/train/dist/communicator.h"
 
@@ -60,12 +63,25 @@ struct NcclUniqueId {
 struct NcclCommunicatorOptions {
   // How long one call waits for its NCCL operations, > 0.
   std::chrono::milliseconds timeout{60'000};
+  // Time every collective on the GPU (an event before its first operation
+  // and one after its last) for timings(); costs two event records a call.
+  bool record_timings = false;
+};
+
+// One collective as the GPU ran it (NcclCommunicatorOptions::record_timings).
+// The time starts when the communicator's stream reaches the collective, so
+// it includes waiting for peers that came later.
+struct CollectiveTiming {
+  std::string what;
+  int64_t bytes = 0;  // AllToAllV: sent to other ranks; AllReduceSum: reduced
+  double seconds = 0;
 };
 
 class NcclCommunicator final : public Communicator {
  public:
   // Joins the group of `id` as `rank` of `world_size` on GPU `device`.
-  // Blocks until every rank has joined (ncclCommInitRank). Throws
+  // Blocks until every rank has joined (ncclCommInitRank) and is connected
+  // to it (a collective of each kind, unrecorded). Throws
   // InvalidArgument for a bad rank, world size, device or timeout, and
   // Unavailable when NCCL fails (naming its reason).
   NcclCommunicator(int rank, int world_size, int device, const NcclUniqueId& id,
@@ -73,17 +89,29 @@ class NcclCommunicator final : public Communicator {
   ~NcclCommunicator() override;
 
   [[nodiscard]] int device() const { return device_; }
+  // The collectives timed so far, in call order (empty unless
+  // record_timings). REQUIRES: no call in flight (the rank's thread).
+  [[nodiscard]] const std::vector<CollectiveTiming>& timings() const;
 
  protected:
   void DoAllToAllV(std::span<const std::byte> send, std::span<const int64_t> send_bytes,
                    std::span<std::byte> recv, std::span<const int64_t> recv_bytes,
                    std::string_view what) override;
   void DoAllReduceSum(std::span<float> data, std::string_view what) override;
+  // One NCCL group of all-gathers, then the rank-order sums: one round trip.
+  void DoAllReduceSumParts(std::span<const std::span<float>> parts, std::string_view what) override;
   void DoBarrier(std::string_view what) override;
+  // Makes the communicator's stream wait for the work issued so far on
+  // `stream` (an event, no host wait).
+  void DoIssueAfter(void* stream) override;
   bool Abort(std::string_view error) noexcept override;
 
  private:
   struct Nccl;  // NCCL's and CUDA's handles, kept out of this header
+
+  // One collective of each kind, so that NCCL connects the peers while
+  // every rank is known to be there.
+  void Connect();
 
   const int device_;
   std::unique_ptr<Nccl> nccl_;

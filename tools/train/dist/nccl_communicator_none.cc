@@ -37,7 +37,17 @@ void NcclCommunicator::DoAllReduceSum(std::span<float>, std::string_view) {
   NoNccl("[NcclCommunicator::AllReduceSum]");
 }
 
+void NcclCommunicator::DoAllReduceSumParts(std::span<const std::span<float>>, std::string_view) {
+  NoNccl("[NcclCommunicator::AllReduceSum]");
+}
+
 void NcclCommunicator::DoBarrier(std::string_view) { NoNccl("[NcclCommunicator::Barrier]"); }
+
+void NcclCommunicator::DoIssueAfter(void*) { NoNccl("[NcclCommunicator::IssueAfter]"); }
+
+const std::vector<CollectiveTiming>& NcclCommunicator::timings() const {
+  NoNccl("[NcclCommunicator::timings]");
+}
 
 bool NcclCommunicator::Abort(std::string_view) noexcept { return false; }
 

@@ -86,23 +86,31 @@ void ShardLayout::CheckLocalBatch(std::span<const int64_t> offsets,
   static constexpr char kWhere[] = "[ShardedTbe::DistributeInput]";
   const auto n = static_cast<int64_t>(indices.size());
   for (int t = 0; t < num_tables(); ++t) {
+    const int64_t g0 = t * local_batch_;
     for (int64_t b = 0; b < local_batch_; ++b) {
-      const int64_t g = t * local_batch_ + b;
-      const int64_t start = offsets[g];
-      const int64_t end = offsets[g + 1];
+      const int64_t start = offsets[g0 + b];
+      const int64_t end = offsets[g0 + b + 1];
       if (start < 0 || start > end || end > n) {
         throw InvalidArgument(
             fmt::format("{} table {}, bag {}: offsets [{}, {}) outside the {} "
                         "indices, or decreasing",
                         kWhere, t, b, start, end, n));
       }
-      for (int64_t i = start; i < end; ++i) {
-        if (indices[i] < 0 || indices[i] >= tables_.rows(t)) {
-          throw InvalidArgument(fmt::format("{} table {}, bag {}: index {} is out of range [0, {})",
-                                            kWhere, t, b, indices[i], tables_.rows(t)));
-        }
-      }
     }
+    // The table's bags are one run of indices: one tight pass over it, and
+    // only on a bad index a search for its bag.
+    const int64_t rows = tables_.rows(t);
+    const int64_t* first = indices.data() + offsets[g0];
+    const int64_t* last = indices.data() + offsets[g0 + local_batch_];
+    const int64_t* bad = std::find_if(first, last, [rows](int64_t index) {
+      return static_cast<uint64_t>(index) >= static_cast<uint64_t>(rows);
+    });
+    if (bad == last) continue;
+    const int64_t at = bad - indices.data();
+    int64_t b = 0;
+    while (offsets[g0 + b + 1] <= at) ++b;
+    throw InvalidArgument(fmt::format("{} table {}, bag {}: index {} is out of range [0, {})",
+                                      kWhere, t, b, *bad, rows));
   }
 }
 
@@ -115,10 +123,21 @@ void ShardLayout::PackInput(std::span<const int64_t> offsets, std::span<const in
   for (int p = 0; p < ranks(); ++p) {
     const size_t first = sent;
     for (const Shard& s : shards_[p]) {
+      const int64_t g0 = s.table * local_batch_;
+      if (s.row_begin == 0 && s.row_end == tables_.rows(s.table)) {
+        // A whole table: its bags as they are, its indices in one piece.
+        for (int64_t b = 0; b < local_batch_; ++b) {
+          lengths[length++] = offsets[g0 + b + 1] - offsets[g0 + b];
+        }
+        sent =
+            std::copy(indices.begin() + offsets[g0], indices.begin() + offsets[g0 + local_batch_],
+                      send_indices.begin() + static_cast<std::ptrdiff_t>(sent)) -
+            send_indices.begin();
+        continue;
+      }
       for (int64_t b = 0; b < local_batch_; ++b) {
-        const int64_t g = s.table * local_batch_ + b;
         const size_t bag_first = sent;
-        for (int64_t i = offsets[g]; i < offsets[g + 1]; ++i) {
+        for (int64_t i = offsets[g0 + b]; i < offsets[g0 + b + 1]; ++i) {
           if (indices[i] >= s.row_begin && indices[i] < s.row_end) {
             send_indices[sent++] = indices[i] - s.row_begin;
           }
@@ -151,19 +170,19 @@ void ShardLayout::UnpackInput(int r, std::span<const int64_t> lengths,
     for (int64_t k = 0; k < per_rank; ++k) cursor[p] += lengths[(p - 1) * per_rank + k];
   }
   // Shard j's bags, source by source: a source's bags of shard j follow
-  // its bags of the shards before j.
+  // its bags of the shards before j, their indices in one piece.
   int64_t out = 0;
   int64_t bag = 0;
   offsets[0] = 0;
   for (int64_t j = 0; j < shards; ++j) {
     for (int p = 0; p < ranks(); ++p) {
+      const int64_t first = out;
       for (int64_t b = 0; b < local_batch_; ++b) {
-        const int64_t n = lengths[p * per_rank + j * local_batch_ + b];
-        std::copy_n(indices.begin() + cursor[p], n, owner_indices.begin() + out);
-        cursor[p] += n;
-        out += n;
+        out += lengths[p * per_rank + j * local_batch_ + b];
         offsets[++bag] = out;
       }
+      std::copy_n(indices.begin() + cursor[p], out - first, owner_indices.begin() + first);
+      cursor[p] += out - first;
     }
   }
 }
@@ -202,6 +221,29 @@ void ShardLayout::PackGrads(std::span<const float> grads, std::span<float> send)
       }
     }
   }
+}
+
+ShardLayout::ColumnPlan ShardLayout::Columns() const {
+  ColumnPlan plan;
+  plan.first_column.push_back(0);
+  std::vector<std::vector<int32_t>> sources(tables_.total_dim());
+  for (int p = 0; p < ranks(); ++p) {
+    for (const Shard& s : shards_[p]) {
+      for (int64_t d = 0; d < tables_.dim(s.table); ++d) {
+        const auto out = static_cast<int32_t>(tables_.output_offset(s.table) + d);
+        sources[out].push_back(static_cast<int32_t>(plan.owner.size()));
+        plan.owner.push_back(p);
+        plan.out_column.push_back(out);
+      }
+    }
+    plan.first_column.push_back(static_cast<int32_t>(plan.owner.size()));
+  }
+  plan.sources_begin.push_back(0);
+  for (const std::vector<int32_t>& columns : sources) {
+    plan.sources.insert(plan.sources.end(), columns.begin(), columns.end());
+    plan.sources_begin.push_back(static_cast<int32_t>(plan.sources.size()));
+  }
+  return plan;
 }
 
 }  // namespace ember::train

@@ -96,6 +96,22 @@ class ShardLayout {
   // Rank r's grad rows [B_l, total_dim] into the blocks it sends each owner.
   void PackGrads(std::span<const float> grads, std::span<float> send) const;
 
+  // UnpackPooled and PackGrads as a table of columns, for kernels that do
+  // the same per element (pooled_exchange.h). The exchanged blocks,
+  // owners in rank order, have W = sum of D_own(p) columns in all; owner p's
+  // are [first_column[p], first_column[p + 1]).
+  struct ColumnPlan {
+    std::vector<int32_t> first_column;  // [G + 1]
+    std::vector<int32_t> owner;         // [W]: the owner of each exchanged column
+    std::vector<int32_t> out_column;    // [W]: the output column it belongs to
+    // Per output column c, the exchanged columns that add up to it, in
+    // rank order (the first is copied, the others added, as UnpackPooled):
+    // sources[sources_begin[c] .. sources_begin[c + 1]).
+    std::vector<int32_t> sources_begin;  // [total_dim + 1]
+    std::vector<int32_t> sources;        // [W]
+  };
+  [[nodiscard]] ColumnPlan Columns() const;
+
  private:
   void CheckLocalBatch(std::span<const int64_t> offsets, std::span<const int64_t> indices) const;
 

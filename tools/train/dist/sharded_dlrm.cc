@@ -90,7 +90,7 @@ ShardedDlrm::ShardedDlrm(engine::Engine& engine, CollectiveOps& collectives,
       rank_(rank),
       config_(Checked(config, layout)),
       tbe_(engine, collectives, layout, rank, cache),
-      dense_(engine, config_, engine::Context::CPU(), /*grad_slices=*/1) {}
+      dense_(engine, config_, collectives.ctx(), /*grad_slices=*/1) {}
 
 void ShardedDlrm::Initialize() {
   dense_.Initialize(config_.seed);
@@ -98,18 +98,26 @@ void ShardedDlrm::Initialize() {
   const ops::TbeTables& owned = tbe_.tables();
   const uint64_t seed = EmbeddingSeed(config_.seed);
   Tensor& weights = tbe_.weights();
-  weights.WaitToWrite();
+  // Written on the host: in place where the rows are host-addressable (a
+  // cache's home), else through a host copy.
+  const bool direct = weights.kind() != storage::MemoryKind::kDevice;
+  Tensor staged;
+  if (!direct) staged = HostTensor(engine_, weights.shape(), DType::kF32);
+  Tensor& host = direct ? weights : staged;
+  host.WaitToWrite();
   for (int j = 0; j < owned.num_tables(); ++j) {
     const ShardLayout::Shard& shard = layout_.shards(rank_)[j];
     const int64_t first = all.weight_offset(shard.table) + shard.row_begin * owned.dim(j);
     for (int64_t e = 0; e < owned.rows(j) * owned.dim(j); ++e) {
-      weights.data<float>()[owned.weight_offset(j) + e] =
+      host.data<float>()[owned.weight_offset(j) + e] =
           InitialEmbedding(seed, all.rows(shard.table), first + e);
     }
   }
+  if (!direct) staged.CopyTo(weights);
+  weights.WaitToRead();
 }
 
-void ShardedDlrm::Upload(ShardedBatch& batch, const HostBatch& local) {
+void ShardedDlrm::Upload(ShardedBatch& batch, HostBatch local) {
   const int64_t b = layout_.local_batch();
   const int64_t t = config_.num_tables();
   if (local.batch_size != b || !local.dense || !local.indices || !local.offsets || !local.labels ||
@@ -120,15 +128,23 @@ void ShardedDlrm::Upload(ShardedBatch& batch, const HostBatch& local) {
         "examples of {} dense features and {} tables ({} offsets)",
         rank_, local.batch_size, b, config_.num_dense, t, t * b + 1));
   }
-  dense_.Upload(batch.state, local);
+  dense_.UploadDense(batch.state, local);
+  batch.indices = std::move(local.indices);
+  batch.offsets = std::move(local.offsets);
   batch.dist.reset();
+  batch.lengths_sent = false;
   batch.distributed = false;
   batch.embedded = false;
 }
 
-void ShardedDlrm::DistributeInput(ShardedBatch& batch) {
-  batch.dist = tbe_.DistributeInput(
-      ops::TbeBatch{&batch.state.indices, &batch.state.offsets, nullptr, layout_.local_batch()});
+void ShardedDlrm::ExchangeLengths(ShardedBatch& batch) {
+  batch.dist = tbe_.ExchangeLengths(
+      ops::TbeBatch{&batch.indices, &batch.offsets, nullptr, layout_.local_batch()});
+  batch.lengths_sent = true;
+}
+
+void ShardedDlrm::DistributeIndices(ShardedBatch& batch) {
+  tbe_.DistributeIndices(*batch.dist);
   batch.distributed = true;
 }
 
@@ -164,10 +180,11 @@ void ShardedDlrm::EmbeddingBackward(ShardedBatch& batch) {
 
 void ShardedDlrm::DenseUpdate(ShardedBatch& batch) {
   const int64_t step = batch.state.step;
-  collectives_.AllReduceSum(batch.state.loss, fmt::format("loss of step {}", step));
-  dense_.ForEachGradient([&](const std::string& name, Tensor& grad) {
-    collectives_.AllReduceSum(grad, fmt::format("gradient {} of step {}", name, step));
-  });
+  // One collective for the loss and every gradient (DDP's bucket): one
+  // round trip a step.
+  std::vector<const Tensor*> bucket = {&batch.state.loss};
+  dense_.ForEachGradient([&](const std::string&, Tensor& grad) { bucket.push_back(&grad); });
+  collectives_.AllReduceSum(bucket, fmt::format("loss and gradients of step {}", step));
   dense_.Update(config_.optimizer, step + 1);
 }
 

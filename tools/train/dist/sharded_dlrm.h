@@ -13,8 +13,9 @@
 // Stages of a step, each a few ops (a sharded schedule, sharded_schedule.h,
 // is the order in which the stages of consecutive batches are pushed):
 //   Upload(i)             the local batch into its tensors
-//   DistributeInput(i)    lengths, then indices, to the shards' owners
-//                         (one host wait: sharded_tbe.h)
+//   ExchangeLengths(i)    the bags' lengths to the shards' owners
+//   DistributeIndices(i)  then the indices (one host wait, for the
+//                         lengths received: sharded_tbe.h)
 //   Lookup(i)             the owners' forward, the pooled rows back
 //   DenseForward(i)       DlrmDense::Forward, mean over the global batch
 //   DenseBackward(i)      DlrmDense::Backward
@@ -28,7 +29,8 @@
 // row-wise shards, the pooled rows (and what depends on them) differ in
 // the last bits (shard_layout.h).
 //
-// Data: the CPU context, f32 tables, sum pooling (ShardedTbe's).
+// Data: on the context of the rank's collectives (the CPU, or the rank's
+// GPU), f32 tables, sum pooling (ShardedTbe's).
 //
 // Thread safety: one thread pushes a rank's stages; ranks are independent.
 
@@ -50,9 +52,13 @@ namespace ember::train {
 
 // One local batch in flight on a rank.
 struct ShardedBatch {
-  BatchState state;  // the local batch and the dense part's tensors (no cache locations)
+  BatchState state;  // the local batch's dense part and its tensors (no indices, no locations)
+  // The local batch's indices and offsets, on the host, where the input's
+  // distribution packs them (sharded_tbe.h).
+  Tensor indices, offsets;
   std::shared_ptr<ShardedTbe::Step> dist;
   // What the schedule pushed ahead (sharded_schedule.h).
+  bool lengths_sent = false;
   bool distributed = false;
   bool embedded = false;
 };
@@ -81,10 +87,12 @@ class ShardedDlrm {
   [[nodiscard]] ShardedTbe& tbe() { return tbe_; }
   [[nodiscard]] DlrmDense& dense() { return dense_; }
 
-  // The stages (see above). Upload throws InvalidArgument for a batch
-  // that is not B_l examples of the model's shape.
-  void Upload(ShardedBatch& batch, const HostBatch& local);
-  void DistributeInput(ShardedBatch& batch);
+  // The stages (see above). Upload takes the local batch's tensors (its
+  // indices and offsets stay on the host) and throws InvalidArgument for a
+  // batch that is not B_l examples of the model's shape.
+  void Upload(ShardedBatch& batch, HostBatch local);
+  void ExchangeLengths(ShardedBatch& batch);
+  void DistributeIndices(ShardedBatch& batch);
   void Lookup(ShardedBatch& batch);
   void DenseForward(ShardedBatch& batch);
   void DenseBackward(ShardedBatch& batch);

@@ -7,17 +7,18 @@
 namespace ember::train {
 namespace {
 
-void EnsureDistributed(ShardedDlrm& m, ShardedBatch& b) {
-  if (!b.distributed) m.DistributeInput(b);
+void EnsureLengthsSent(ShardedDlrm& m, ShardedBatch* b) {
+  if (b != nullptr && !b->lengths_sent) m.ExchangeLengths(*b);
 }
 
-void EnsureLookedUp(ShardedDlrm& m, ShardedBatch& b) {
+void EnsureDistributed(ShardedDlrm& m, ShardedBatch* b) {
+  EnsureLengthsSent(m, b);
+  if (b != nullptr && !b->distributed) m.DistributeIndices(*b);
+}
+
+void EnsureLookedUp(ShardedDlrm& m, ShardedBatch* b) {
   EnsureDistributed(m, b);
-  if (!b.embedded) m.Lookup(b);
-}
-
-void PushLookup(ShardedDlrm& m, ShardedBatch* b) {
-  if (b != nullptr) EnsureLookedUp(m, *b);
+  if (b != nullptr && !b->embedded) m.Lookup(*b);
 }
 
 void PushBackward(ShardedDlrm& m, ShardedBatch& b) {
@@ -26,30 +27,39 @@ void PushBackward(ShardedDlrm& m, ShardedBatch& b) {
 }
 
 void PushBaseline(ShardedDlrm& m, ShardedBatch& cur) {
-  EnsureLookedUp(m, cur);
+  EnsureLookedUp(m, &cur);
   m.DenseForward(cur);
   PushBackward(m, cur);
   m.DenseUpdate(cur);
 }
 
+// Batch i+1's lengths go out before batch i's lookup; its indices after
+// batch i's lookup and forward, whose GPU work then hides the host wait
+// for the lengths.
 void PushSparseDist(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next) {
-  EnsureDistributed(m, cur);
-  if (next != nullptr) EnsureDistributed(m, *next);  // overlaps batch i
-  PushBaseline(m, cur);
+  EnsureDistributed(m, &cur);
+  EnsureLengthsSent(m, next);
+  EnsureLookedUp(m, &cur);
+  m.DenseForward(cur);
+  EnsureDistributed(m, next);
+  PushBackward(m, cur);
+  m.DenseUpdate(cur);
 }
 
 void PushFused(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next) {
-  EnsureLookedUp(m, cur);
+  EnsureLookedUp(m, &cur);
+  EnsureLengthsSent(m, next);
   m.DenseForward(cur);
   PushBackward(m, cur);
-  PushLookup(m, next);  // after the update it must see; overlaps DenseUpdate(i)
+  EnsureLookedUp(m, next);  // after the update it must see; overlaps DenseUpdate(i)
   m.DenseUpdate(cur);
 }
 
 void PushSemisync(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next) {
-  EnsureLookedUp(m, cur);
+  EnsureLookedUp(m, &cur);
+  EnsureLengthsSent(m, next);
   m.DenseForward(cur);
-  PushLookup(m, next);  // before Backward(i): reads rows without i's update
+  EnsureLookedUp(m, next);  // before Backward(i): reads rows without i's update
   PushBackward(m, cur);
   m.DenseUpdate(cur);
 }

@@ -6,15 +6,18 @@
 // schedule, so every rank issues the same collectives in the same order
 // (collective_ops.h); the vars make the engine overlap the rest.
 //
-//   baseline     batch after batch: DistributeInput, Lookup, DenseForward,
-//                DenseBackward, EmbeddingBackward, DenseUpdate.
-//   sparse-dist  DistributeInput(i+1) pushed before Lookup(i): the next
-//                batch's input distribution overlaps batch i
-//                (TrainPipelineSparseDist).
-//   fused        the lookup of batch i+1 (DistributeInput and Lookup)
-//                pushed right after EmbeddingBackward(i), before
-//                DenseUpdate(i): it overlaps the dense all-reduce and
-//                optimizer (TorchRec's fused pipeline).
+//   baseline     batch after batch: ExchangeLengths, DistributeIndices,
+//                Lookup, DenseForward, DenseBackward, EmbeddingBackward,
+//                DenseUpdate.
+//   sparse-dist  batch i+1's input distribution overlaps batch i
+//                (TrainPipelineSparseDist): its lengths pushed before
+//                Lookup(i), its indices after DenseForward(i), so that the
+//                host wait for its lengths finds batch i's lookup and
+//                forward on the GPU.
+//   fused        the lookup of batch i+1 (its indices and Lookup) pushed
+//                right after EmbeddingBackward(i), before DenseUpdate(i):
+//                it overlaps the dense all-reduce and optimizer (TorchRec's
+//                fused pipeline); its lengths go out at the start of i.
 //   semisync     the lookup of batch i+1 pushed after DenseForward(i),
 //                before the backward of batch i: batch i+1 reads rows
 //                without batch i's update. Stale by design.

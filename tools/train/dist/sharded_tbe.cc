@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "ops/elementwise.h"
 
 namespace ember::train {
 
@@ -21,10 +22,13 @@ using storage::Tensor;
 // (a tensor's buffer outlives the ops pushed on it).
 struct ShardedTbe::Step {
   int64_t number = 0;
+  // On the host: the input's distribution.
   Tensor lengths_send, index_send, index_counts_send;  // PackInput's
   Tensor lengths_received, index_counts_received, indices_received;
-  Tensor owner_offsets, owner_indices;             // the owner's batch over the global examples
-  Tensor owner_out;                                // [B, D_own]
+  // On the rank's context: the owner's batch over the global examples,
+  // its output [B, D_own], the exchanges' blocks.
+  Tensor owner_offsets, owner_indices;
+  Tensor owner_out;
   std::optional<cache::CacheLocations> locations;  // with a cache
   Tensor pooled_received;                          // owner by owner, [B_l, D_own(p)] each
   Tensor grads_send, owner_grads;                  // the backward's
@@ -49,9 +53,9 @@ void CheckLocalBatch(const ops::TbeBatch& local, int64_t local_batch, int tables
   }
 }
 
-// The cache's options for this TBE's rows: host rows of f32.
-cache::CacheOptions HostCache(cache::CacheOptions options) {
-  options.ctx = engine::Context::CPU();
+// The cache's options for this TBE's rows: f32 rows cached on `ctx`.
+cache::CacheOptions CacheOn(cache::CacheOptions options, engine::Context ctx) {
+  options.ctx = ctx;
   options.dtype = DType::kF32;
   return options;
 }
@@ -70,10 +74,12 @@ ShardedTbe::ShardedTbe(engine::Engine& engine, CollectiveOps& collectives,
       collectives_(collectives),
       layout_(layout),
       rank_(rank),
+      ctx_(collectives.ctx()),
       tables_(layout.OwnedTables(rank)),
-      weights_(cache ? Tensor() : Host({tables_.total_elements()}, DType::kF32)),
-      cache_(cache ? std::make_unique<cache::CachedTbe>(engine, tables_, HostCache(*cache))
+      weights_(cache ? Tensor() : OnContext({tables_.total_elements()}, DType::kF32)),
+      cache_(cache ? std::make_unique<cache::CachedTbe>(engine, tables_, CacheOn(*cache, ctx_))
                    : nullptr),
+      pooled_(engine, layout, ctx_),
       lengths_sent_(Counts(layout.LengthsSent())),
       lengths_received_(Counts(layout.LengthsReceived(rank))),
       pooled_sent_(Counts(layout.PooledSent(rank))),
@@ -82,7 +88,33 @@ ShardedTbe::ShardedTbe(engine::Engine& engine, CollectiveOps& collectives,
 ShardedTbe::~ShardedTbe() = default;
 
 Tensor ShardedTbe::Host(std::vector<int64_t> shape, DType dtype) {
-  return Tensor::Empty(engine_, std::move(shape), dtype, engine::Context::CPU());
+  // Pinned where they go to and from a GPU, so that the copies run async.
+  return Tensor::Empty(engine_, std::move(shape), dtype, engine::Context::CPU(),
+                       ctx_.is_gpu() ? storage::MemoryKind::kPinned : storage::MemoryKind::kCpu);
+}
+
+Tensor ShardedTbe::OnContext(std::vector<int64_t> shape, DType dtype) {
+  return Tensor::Empty(engine_, std::move(shape), dtype, ctx_);
+}
+
+Tensor ShardedTbe::CopyToContext(const Tensor& host) {
+  Tensor there = OnContext(host.shape(), host.dtype());
+  host.CopyTo(there);
+  return there;
+}
+
+void ShardedTbe::AllToAllFromHost(const Tensor& send, const Tensor& send_counts, Tensor& recv,
+                                  const Tensor& recv_counts, std::string what) {
+  if (!ctx_.is_gpu()) {
+    collectives_.AllToAllV(send, send_counts, recv, recv_counts, std::move(what));
+    return;
+  }
+  // NCCL moves device memory: the host tensors go through the GPU, each
+  // way a copy-worker op.
+  const Tensor there = CopyToContext(send);
+  const Tensor back = OnContext(recv.shape(), recv.dtype());
+  collectives_.AllToAllV(there, send_counts, back, recv_counts, std::move(what));
+  back.CopyTo(recv);
 }
 
 Tensor ShardedTbe::Counts(const std::vector<int64_t>& counts) {
@@ -93,31 +125,39 @@ Tensor ShardedTbe::Counts(const std::vector<int64_t>& counts) {
 }
 
 std::shared_ptr<ShardedTbe::Step> ShardedTbe::DistributeInput(const ops::TbeBatch& local) {
+  std::shared_ptr<Step> step = ExchangeLengths(local);
+  DistributeIndices(*step);
+  return step;
+}
+
+std::shared_ptr<ShardedTbe::Step> ShardedTbe::ExchangeLengths(const ops::TbeBatch& local) {
   const ShardLayout& l = layout_;
   CheckLocalBatch(local, l.local_batch(), l.num_tables());
   auto step = std::make_shared<Step>();
   step->number = steps_++;
   PushPackInput(local, *step);
   step->lengths_received = Host({tables_.num_tables() * l.global_batch()}, DType::kI64);
-  collectives_.AllToAllV(step->lengths_send, lengths_sent_, step->lengths_received,
-                         lengths_received_, fmt::format("lengths of step {}", step->number));
-  // The one host wait: the lengths size the indices' buffers.
-  step->lengths_received.WaitToRead();
-  const std::vector<int64_t> counts =
-      l.IndexCounts(rank_, Span<const int64_t>(step->lengths_received));
-  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
-  step->index_counts_received = Counts(counts);
-  step->indices_received = Host({total}, DType::kI64);
-  collectives_.AllToAllV(step->index_send, step->index_counts_send, step->indices_received,
-                         step->index_counts_received,
-                         fmt::format("indices of step {}", step->number));
-  PushUnpackInput(*step);
+  AllToAllFromHost(step->lengths_send, lengths_sent_, step->lengths_received, lengths_received_,
+                   fmt::format("lengths of step {}", step->number));
   return step;
+}
+
+void ShardedTbe::DistributeIndices(Step& step) {
+  // The one host wait: the lengths size the indices' buffers.
+  step.lengths_received.WaitToRead();
+  const std::vector<int64_t> counts =
+      layout_.IndexCounts(rank_, Span<const int64_t>(step.lengths_received));
+  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  step.index_counts_received = Counts(counts);
+  step.indices_received = Host({total}, DType::kI64);
+  AllToAllFromHost(step.index_send, step.index_counts_send, step.indices_received,
+                   step.index_counts_received, fmt::format("indices of step {}", step.number));
+  PushUnpackInput(step);
 }
 
 void ShardedTbe::Lookup(Step& step, Tensor& out) {
   const ShardLayout& l = layout_;
-  step.owner_out = Host({l.global_batch(), l.owned_dim(rank_)}, DType::kF32);
+  step.owner_out = OnContext({l.global_batch(), l.owned_dim(rank_)}, DType::kF32);
   const ops::TbeBatch owner{&step.owner_indices, &step.owner_offsets, nullptr, l.global_batch()};
   if (cache_) {
     step.locations = cache_->NewLocations(std::max<int64_t>(step.owner_indices.numel(), 1));
@@ -128,12 +168,10 @@ void ShardedTbe::Lookup(Step& step, Tensor& out) {
   }
   const std::vector<int64_t> pooled = l.PooledReceived();
   step.pooled_received =
-      Host({std::accumulate(pooled.begin(), pooled.end(), int64_t{0})}, DType::kF32);
+      OnContext({std::accumulate(pooled.begin(), pooled.end(), int64_t{0})}, DType::kF32);
   collectives_.AllToAllV(step.owner_out, pooled_sent_, step.pooled_received, pooled_received_,
                          fmt::format("pooled rows of step {}", step.number));
-  engine_.PushSync([&l, received = Span<const float>(step.pooled_received),
-                    to = Span<float>(out)](engine::RunContext) { l.UnpackPooled(received, to); },
-                   {step.pooled_received.var()}, {out.var()}, {.name = "ShardedTbe::UnpackPooled"});
+  pooled_.Unpack(step.pooled_received, out);
 }
 
 void ShardedTbe::PushPackInput(const ops::TbeBatch& local, Step& step) {
@@ -154,24 +192,26 @@ void ShardedTbe::PushPackInput(const ops::TbeBatch& local, Step& step) {
 }
 
 void ShardedTbe::PushUnpackInput(Step& step) {
-  step.owner_offsets = Host({tables_.num_tables() * layout_.global_batch() + 1}, DType::kI64);
-  step.owner_indices = Host({step.indices_received.numel()}, DType::kI64);
+  Tensor offsets = Host({tables_.num_tables() * layout_.global_batch() + 1}, DType::kI64);
+  Tensor indices = Host({step.indices_received.numel()}, DType::kI64);
   engine_.PushSync(
       [&l = layout_, r = rank_, lengths = Span<const int64_t>(step.lengths_received),
-       indices = Span<const int64_t>(step.indices_received),
-       offsets = Span<int64_t>(step.owner_offsets), owner = Span<int64_t>(step.owner_indices)](
-          engine::RunContext) { l.UnpackInput(r, lengths, indices, offsets, owner); },
-      {step.lengths_received.var(), step.indices_received.var()},
-      {step.owner_offsets.var(), step.owner_indices.var()}, {.name = "ShardedTbe::UnpackInput"});
+       received = Span<const int64_t>(step.indices_received), to_offsets = Span<int64_t>(offsets),
+       to_indices = Span<int64_t>(indices)](engine::RunContext) {
+        l.UnpackInput(r, lengths, received, to_offsets, to_indices);
+      },
+      {step.lengths_received.var(), step.indices_received.var()}, {offsets.var(), indices.var()},
+      {.name = "ShardedTbe::UnpackInput"});
+  // The owner's batch where its lookup runs.
+  step.owner_offsets = ctx_.is_gpu() ? CopyToContext(offsets) : std::move(offsets);
+  step.owner_indices = ctx_.is_gpu() ? CopyToContext(indices) : std::move(indices);
 }
 
 ops::TbeBatch ShardedTbe::DistributeGrads(Step& step, const Tensor& grad_out) {
   const ShardLayout& l = layout_;
-  step.grads_send = Host({step.pooled_received.numel()}, DType::kF32);
-  engine_.PushSync([&l, grads = Span<const float>(grad_out), send = Span<float>(step.grads_send)](
-                       engine::RunContext) { l.PackGrads(grads, send); },
-                   {grad_out.var()}, {step.grads_send.var()}, {.name = "ShardedTbe::PackGrads"});
-  step.owner_grads = Host({l.global_batch(), l.owned_dim(rank_)}, DType::kF32);
+  step.grads_send = OnContext({step.pooled_received.numel()}, DType::kF32);
+  pooled_.PackGrads(grad_out, step.grads_send);
+  step.owner_grads = OnContext({l.global_batch(), l.owned_dim(rank_)}, DType::kF32);
   // The reverse of the output's exchange: its counts swap sides.
   collectives_.AllToAllV(step.grads_send, pooled_received_, step.owner_grads, pooled_sent_,
                          fmt::format("gradients of step {}", step.number));
@@ -224,9 +264,8 @@ void ShardedTbe::Flush() {
 }
 
 Tensor ShardedTbe::Zeros(int64_t n) {
-  Tensor t = Host({n}, DType::kF32);
-  t.WaitToWrite();
-  std::fill_n(t.data<float>(), n, 0.0f);
+  Tensor t = OnContext({n}, DType::kF32);
+  ops::Fill(t, 0.0f);
   return t;
 }
 

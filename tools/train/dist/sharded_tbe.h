@@ -11,11 +11,11 @@
 // in its pooled rows (the test checks both on every engine type). Sum
 // pooling.
 //
-// One host wait per step: DistributeInput waits for the lengths it
+// One host wait per step: DistributeIndices waits for the lengths
 // received, whose sums size the indices' buffers (TorchRec's input
 // distribution waits for its splits the same way). Push the next batch's
-// DistributeInput before this batch's Lookup and dense work to hide it (a
-// sparse-dist pipeline).
+// lengths before this batch's Lookup, and its indices after it, to hide
+// the wait (a sparse-dist pipeline).
 //
 // Rows. The owned rows are a plain tensor, or, with CacheOptions, the home
 // of a CachedTbe (cache/cached_tbe.h) whose cache keeps the hot rows: the
@@ -25,14 +25,21 @@
 // is; the tests check the cached run against the unsharded trainer bit for
 // bit).
 //
-// Data: host tensors (kCpu); indices and offsets i64.
+// Data: on the context of the rank's collectives (collective_ops.h): the
+// CPU, or the rank's GPU, where the owner's batch, its lookup, the pooled
+// rows and their gradients live in device memory (NCCL's), and the input's
+// distribution is packed and unpacked on the host (the local batch comes
+// from the host; its lengths are needed there anyway) with its exchanges
+// going through the GPU. The local batch is on the host; indices and
+// offsets i64.
 //
 // Thread safety: one thread pushes a rank's steps; ranks are independent.
 
 #include <cstdint>
 #include <memory>
-
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cache/cache_options.h"
 #include "cache/cached_tbe.h"
@@ -40,21 +47,23 @@
 #include "ops/embedding_bag.h"
 #include "storage/tensor.h"
 #include "tools/train/dist/collective_ops.h"
+#include "tools/train/dist/pooled_exchange.h"
 #include "tools/train/dist/shard_layout.h"
 
 namespace ember::train {
 
 class ShardedTbe {
  public:
-  // One batch's tensors, from its DistributeInput to its backward (shared: the type
-  // stays private to the .cc).
+  // One batch's tensors, from its ExchangeLengths to its backward (shared:
+  // the type stays private to the .cc).
   struct Step;
 
   // REQUIRES: `engine`, `collectives` and `layout` outlive this object and
   // its ops; `collectives` is this rank's (its communicator's rank is
   // `rank`). The weights start uninitialized. With `cache` (its context
   // and dtype are this TBE's), the owned rows live behind a CachedTbe;
-  // throws what CachedTbe throws (a cache smaller than one set).
+  // throws what CachedTbe throws (a cache smaller than one set). The
+  // context is `collectives`'s.
   ShardedTbe(engine::Engine& engine, CollectiveOps& collectives, const ShardLayout& layout,
              int rank, const std::optional<cache::CacheOptions>& cache = std::nullopt);
   ~ShardedTbe();
@@ -63,7 +72,8 @@ class ShardedTbe {
 
   // The tables this rank owns, in table order, and their weights
   // ([total_elements] f32 of those tables; with a cache, its home): fill
-  // them after WaitToWrite, read them after Flush.
+  // them after WaitToWrite (through a copy where they are device memory),
+  // read them after Flush.
   [[nodiscard]] const ops::TbeTables& tables() const { return tables_; }
   [[nodiscard]] storage::Tensor& weights() { return cache_ ? cache_->home() : weights_; }
   // The cache (null without one).
@@ -71,14 +81,22 @@ class ShardedTbe {
   // Writes the cached rows home (nothing without a cache).
   void Flush();
 
-  // A step in two pushes, so that a pipeline can put other work between
-  // them (sparse-dist: batch i+1's DistributeInput before batch i's
-  // Lookup; the distribution reads no weights, so the result is the same).
-  // DistributeInput pushes the exchange of this rank's local batch (B_l
-  // examples of every table) and the owner's batch it makes, and waits for
-  // the lengths received; Lookup pushes the owner's forward and the pooled
-  // rows' way back into `out` ([B_l, total_dim] f32). DistributeInput
-  // throws InvalidArgument for a batch of another size or dtype.
+  // A step in three pushes, so that a pipeline can put other work between
+  // them (the distribution reads no weights, so the result is the same):
+  // ExchangeLengths pushes the packing of this rank's local batch (B_l
+  // examples of every table) by owner and the exchange of its bags'
+  // lengths, and returns at once; DistributeIndices waits for the lengths
+  // received (the one host wait: they size the indices' buffers) and
+  // pushes the indices' exchange and the owner's batch it makes;
+  // DistributeInput does both. Lookup pushes the owner's forward and the
+  // pooled rows' way back into `out` ([B_l, total_dim] f32). A sparse-dist
+  // pipeline pushes batch i+1's lengths before batch i's lookup and its
+  // indices after it, so that the host wait finds the GPU busy.
+  // ExchangeLengths throws InvalidArgument for a batch of another size or
+  // dtype; a bad index or offset is the packing op's error, which
+  // DistributeIndices's wait rethrows.
+  [[nodiscard]] std::shared_ptr<Step> ExchangeLengths(const ops::TbeBatch& local);
+  void DistributeIndices(Step& step);
   [[nodiscard]] std::shared_ptr<Step> DistributeInput(const ops::TbeBatch& local);
   void Lookup(Step& step, storage::Tensor& out);
 
@@ -116,14 +134,23 @@ class ShardedTbe {
   // (with a cache, relooked up: its locations are current).
   [[nodiscard]] ops::TbeBatch DistributeGrads(Step& step, const storage::Tensor& grad_out);
   [[nodiscard]] storage::Tensor Zeros(int64_t n);
+  [[nodiscard]] storage::Tensor OnContext(std::vector<int64_t> shape, storage::DType dtype);
+  // A copy of `host` on this rank's GPU (pushed).
+  [[nodiscard]] storage::Tensor CopyToContext(const storage::Tensor& host);
+  // The all-to-all of host tensors, through the GPU's memory on a GPU.
+  void AllToAllFromHost(const storage::Tensor& send, const storage::Tensor& send_counts,
+                        storage::Tensor& recv, const storage::Tensor& recv_counts,
+                        std::string what);
 
   engine::Engine& engine_;
   CollectiveOps& collectives_;
   const ShardLayout& layout_;
   const int rank_;
+  const engine::Context ctx_;
   const ops::TbeTables tables_;
   storage::Tensor weights_;  // without a cache
   std::unique_ptr<cache::CachedTbe> cache_;
+  PooledExchange pooled_;
   storage::Tensor accumulator_, adam_m_, adam_v_;
   // The constant counts of the lengths' and the pooled rows' exchanges.
   storage::Tensor lengths_sent_, lengths_received_, pooled_sent_, pooled_received_;

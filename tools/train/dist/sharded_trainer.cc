@@ -1,13 +1,16 @@
 #include "tools/train/dist/sharded_trainer.h"
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "engine/base/device.h"
 #include "engine/engine.h"
 #include "engine/error.h"
+#include "tools/train/data/loader.h"
 #include "tools/train/dist/collective_ops.h"
 #include "tools/train/dist/in_process_communicator.h"
 #include "tools/train/dist/rank_threads.h"
@@ -25,20 +28,42 @@ struct RankOutcome {
   double seconds = 0;
   ModelState dense;
   ModelState owned;
+  std::vector<CollectiveTiming> timings;
+  std::optional<cache::CacheCounts> cache;
 };
+
+// A rank's engine: on GPUs one more GPU worker than asked, since a
+// collective holds the worker that runs it until NCCL has finished (the
+// rank's communication worker), and the compute keeps the others.
+engine::EngineOptions RankEngine(const ShardedTrainOptions& options) {
+  engine::EngineOptions engine = options.engine;
+  if (options.gpus) engine.gpu_workers += 1;
+  return engine;
+}
 
 class RankRun {
  public:
+  // Global rank `rank`, on this process's GPU `gpu` (on GPUs); `reports`:
+  // this thread calls on_step.
   RankRun(const ShardedTrainOptions& options, const ShardLayout& layout, Communicator& comm,
-          int rank)
+          int rank, int gpu, bool reports)
       : options_(options),
         layout_(layout),
-        rank_(rank),
-        engine_(engine::CreateEngine(options.engine)),
-        collectives_(*engine_, comm),
+        reports_(reports),
+        engine_(engine::CreateEngine(RankEngine(options))),
+        collectives_(*engine_, comm,
+                     options.gpus ? engine::Context::GPU(gpu) : engine::Context::CPU()),
         model_(*engine_, collectives_, layout, rank, options.model, options.cache) {}
 
-  RankOutcome Run(BatchSource& source, const std::function<void(int64_t, float)>& on_step) {
+  RankOutcome Run(std::unique_ptr<BatchSource> data,
+                  const std::function<void(int64_t, float)>& on_step) {
+    // A thread makes the batches ahead, in pinned memory where they go to a
+    // GPU, so that this thread only pushes.
+    Loader source(
+        *engine_, std::move(data),
+        {.depth = 3,
+         .threads = 1,
+         .kind = options_.gpus ? storage::MemoryKind::kPinned : storage::MemoryKind::kCpu});
     model_.Initialize();
     RankOutcome out;
     const auto start = std::chrono::steady_clock::now();
@@ -65,10 +90,10 @@ class RankRun {
   }
 
  private:
-  bool Upload(BatchSource& source, ShardedBatch& batch, int64_t step) {
-    const std::optional<HostBatch> global = source.Next(BatchMemory{engine_.get()});
-    if (!global) return false;
-    model_.Upload(batch, SliceBatch(*engine_, *global, rank_, layout_.ranks()));
+  bool Upload(Loader& source, ShardedBatch& batch, int64_t step) {
+    std::optional<HostBatch> local = source.Pop();
+    if (!local) return false;
+    model_.Upload(batch, std::move(*local));
     batch.state.step = step;
     return true;
   }
@@ -76,10 +101,11 @@ class RankRun {
   void Report(const ShardedBatch& batch, int64_t step, RankOutcome& out,
               const std::function<void(int64_t, float)>& on_step) {
     out.losses.push_back(ReadFloats(model_.Loss(batch))[0]);
-    if (rank_ == 0 && on_step) on_step(step, out.losses.back());
+    if (reports_ && on_step) on_step(step, out.losses.back());
   }
 
   void Collect(RankOutcome& out) {
+    if (cache::CachedTbe* cache = model_.tbe().cache()) out.cache = cache->TotalStats().all;
     model_.tbe().Flush();
     model_.dense().ForEachState(
         [&](const std::string& name, storage::Tensor& t) { out.dense[name] = ReadFloats(t); });
@@ -96,7 +122,7 @@ class RankRun {
 
   const ShardedTrainOptions& options_;
   const ShardLayout& layout_;
-  const int rank_;
+  const bool reports_;
   std::unique_ptr<engine::Engine> engine_;
   CollectiveOps collectives_;
   ShardedDlrm model_;
@@ -105,6 +131,7 @@ class RankRun {
 
 // Each owner's rows (and per-row or per-element state) at their place in
 // the unsharded tables.
+// REQUIRES: `ranks` holds every rank's outcome.
 void PlaceOwnedState(const ShardLayout& layout, const ops::TbeTables& all,
                      const std::vector<RankOutcome>& ranks, ModelState& state) {
   for (const auto& [name, values] : ranks[0].owned) {
@@ -127,12 +154,71 @@ void PlaceOwnedState(const ShardLayout& layout, const ops::TbeTables& all,
   }
 }
 
+// Rank r's slices of the global batches of `global` (SliceBatch).
+class SliceSource final : public BatchSource {
+ public:
+  SliceSource(std::unique_ptr<BatchSource> global, int rank, int ranks)
+      : BatchSource(global->batch_size() / ranks),
+        global_(std::move(global)),
+        rank_(rank),
+        ranks_(ranks) {}
+
+  [[nodiscard]] const DataSpec& spec() const override { return global_->spec(); }
+  [[nodiscard]] int64_t position() const override { return global_->position(); }
+  [[nodiscard]] std::optional<int64_t> size() const override { return global_->size(); }
+  void Seek(int64_t example) override { global_->Seek(example); }
+
+  std::optional<HostBatch> Next(const BatchMemory& memory) override {
+    const std::optional<HostBatch> global = global_->Next(memory);
+    if (!global) return std::nullopt;
+    return SliceBatch(*memory.engine, *global, rank_, ranks_);
+  }
+
+ private:
+  std::unique_ptr<BatchSource> global_;
+  const int rank_;
+  const int ranks_;
+};
+
+// This process's ranks: [first, first + count).
+struct LocalRanks {
+  int first = 0;
+  int count = 0;
+};
+
+LocalRanks LocalRanksOf(const ShardedTrainOptions& options) {
+  const int ranks = options.plan.num_gpus;
+  const LocalRanks local{options.first_rank, options.local_ranks > 0 ? options.local_ranks : ranks};
+  if (local.first < 0 || local.first + local.count > ranks) {
+    throw InvalidArgument(
+        fmt::format("[TrainSharded] ranks {} to {} of a run of {}: outside the run", local.first,
+                    local.first + local.count - 1, ranks));
+  }
+  const bool part = local.count < ranks;
+  if (part && options.gpus && !options.nccl_id) {
+    throw InvalidArgument(
+        "[TrainSharded] a process that runs part of the ranks needs the group's NCCL id "
+        "(nccl_id, from the rendezvous)");
+  }
+  if (part && !options.gpus && options.cpu_group == nullptr) {
+    throw InvalidArgument(
+        "[TrainSharded] a process that runs part of the CPU ranks needs the shared cpu_group");
+  }
+  if (options.gpus && !NcclAvailable()) {
+    throw Unavailable("[TrainSharded] training on GPUs needs NCCL, which this build has not");
+  }
+  if (options.gpus && local.count > GpuCount()) {
+    throw InvalidArgument(fmt::format(
+        "[TrainSharded] {} ranks on this machine's GPUs, but it has {}", local.count, GpuCount()));
+  }
+  return local;
+}
+
 }  // namespace
 
 ShardedTrainResult TrainSharded(const ShardedTrainOptions& options,
                                 const std::function<std::unique_ptr<BatchSource>()>& data,
                                 const std::function<void(int64_t, float)>& on_step) {
-  const ops::TbeTables all = options.model.tables();
   const int ranks = options.plan.num_gpus;
   std::unique_ptr<BatchSource> first = data();
   if (first->batch_size() % ranks != 0) {
@@ -140,27 +226,62 @@ ShardedTrainResult TrainSharded(const ShardedTrainOptions& options,
         fmt::format("[TrainSharded] a global batch of {} examples does not split over {} ranks",
                     first->batch_size(), ranks));
   }
-  const ShardLayout layout(options.plan, all, first->batch_size() / ranks);
-  InProcessCommunicatorGroup group(ranks);
-  std::vector<RankOutcome> outcomes(ranks);
-  RunOnRankThreads(
-      ranks,
+  return TrainShardedOnRankData(
+      options,
       [&](int r) {
-        std::unique_ptr<BatchSource> source = r == 0 ? std::move(first) : data();
-        RankRun run(options, layout, group.communicator(r), r);
-        outcomes[r] = run.Run(*source, on_step);
+        return std::make_unique<SliceSource>(r == 0 ? std::move(first) : data(), r, ranks);
       },
-      [&](int r) {
-        // The peers stop at their next collective instead of waiting for
-        // this rank until their timeout.
-        group.communicator(r).Break(fmt::format("rank {} stopped with an error", r));
-      });
-  for (int r = 1; r < ranks; ++r) {
-    if (outcomes[r].dense != outcomes[0].dense) {
+      on_step);
+}
+
+ShardedTrainResult TrainShardedOnRankData(
+    const ShardedTrainOptions& options,
+    const std::function<std::unique_ptr<BatchSource>(int rank)>& rank_data,
+    const std::function<void(int64_t, float)>& on_step) {
+  const ops::TbeTables all = options.model.tables();
+  const int ranks = options.plan.num_gpus;
+  const LocalRanks local = LocalRanksOf(options);
+  std::vector<std::unique_ptr<BatchSource>> sources(local.count);
+  for (int l = 0; l < local.count; ++l) {
+    sources[l] = rank_data(local.first + l);
+    if (sources[l]->batch_size() != sources[0]->batch_size()) {
+      throw InvalidArgument(fmt::format(
+          "[TrainShardedOnRankData] rank {}'s batches have {} examples, rank {}'s {}: the ranks "
+          "must read local batches of one size",
+          local.first + l, sources[l]->batch_size(), local.first, sources[0]->batch_size()));
+    }
+  }
+  const ShardLayout layout(options.plan, all, sources[0]->batch_size());
+  const NcclUniqueId id = !options.gpus     ? NcclUniqueId{}
+                          : options.nccl_id ? *options.nccl_id
+                                            : NcclUniqueId::Create();
+  std::optional<InProcessCommunicatorGroup> own_group;
+  if (!options.gpus && options.cpu_group == nullptr) own_group.emplace(ranks);
+  InProcessCommunicatorGroup* group = options.cpu_group ? options.cpu_group : &*own_group;
+  std::vector<RankOutcome> outcomes(local.count);
+  RunOnRankThreads(local.count, [&](int l) {
+    const int r = local.first + l;
+    std::unique_ptr<NcclCommunicator> nccl;
+    if (options.gpus) nccl = std::make_unique<NcclCommunicator>(r, ranks, l, id, options.nccl);
+    Communicator& comm = nccl ? *nccl : group->communicator(r);
+    try {
+      RankRun run(options, layout, comm, r, l, /*reports=*/l == 0);
+      outcomes[l] = run.Run(std::move(sources[l]), on_step);
+    } catch (...) {
+      // The peers stop at their next collective instead of waiting for
+      // this rank (NCCL's: at that collective's timeout).
+      comm.Break(fmt::format("rank {} stopped with an error", r));
+      throw;
+    }
+    if (options.after_run) options.after_run(r, comm);
+    if (nccl) outcomes[l].timings = nccl->timings();
+  });
+  for (int l = 1; l < local.count; ++l) {
+    if (outcomes[l].dense != outcomes[0].dense) {
       throw Error(fmt::format(
-          "[TrainSharded] rank {}'s dense parameters differ from rank 0's after the run: the "
+          "[TrainSharded] rank {}'s dense parameters differ from rank {}'s after the run: the "
           "replicas diverged",
-          r));
+          local.first + l, local.first));
     }
   }
   ShardedTrainResult result;
@@ -168,7 +289,12 @@ ShardedTrainResult TrainSharded(const ShardedTrainOptions& options,
   result.examples = outcomes[0].examples;
   result.seconds = outcomes[0].seconds;
   result.state = outcomes[0].dense;
-  PlaceOwnedState(layout, all, outcomes, result.state);
+  result.timings = std::move(outcomes[0].timings);
+  for (const RankOutcome& o : outcomes) {
+    if (o.cache) result.cache_totals.push_back(*o.cache);
+  }
+  // The tables' state where this process holds every shard.
+  if (local.count == ranks) PlaceOwnedState(layout, all, outcomes, result.state);
   return result;
 }
 

@@ -1,0 +1,91 @@
+#include "tools/train/dist/pooled_exchange.h"
+
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "tools/train/dist/pooled_exchange_kernels.h"
+
+namespace ember::train {
+namespace {
+
+using storage::DType;
+using storage::Tensor;
+
+template <typename T>
+std::span<T> Span(const Tensor& t) {
+  return {t.data<std::remove_const_t<T>>(), static_cast<size_t>(t.numel())};
+}
+
+// The plan's arrays, one after another, in DeviceColumnPlan's order.
+std::vector<int32_t> Flatten(const ShardLayout::ColumnPlan& plan) {
+  std::vector<int32_t> all;
+  for (const std::vector<int32_t>* part :
+       {&plan.first_column, &plan.owner, &plan.out_column, &plan.sources_begin, &plan.sources}) {
+    all.insert(all.end(), part->begin(), part->end());
+  }
+  return all;
+}
+
+// DeviceColumnPlan over Flatten's arrays at `base` (device memory).
+DeviceColumnPlan View(const ShardLayout& layout, const int32_t* base) {
+  const int ranks = layout.ranks();
+  int64_t columns = 0;
+  for (int p = 0; p < ranks; ++p) columns += layout.owned_dim(p);
+  DeviceColumnPlan plan{};
+  plan.ranks = ranks;
+  plan.columns = columns;
+  plan.total_dim = layout.total_dim();
+  plan.local_batch = layout.local_batch();
+  plan.first_column = base;
+  plan.owner = plan.first_column + ranks + 1;
+  plan.out_column = plan.owner + columns;
+  plan.sources_begin = plan.out_column + columns;
+  plan.sources = plan.sources_begin + plan.total_dim + 1;
+  return plan;
+}
+
+}  // namespace
+
+PooledExchange::PooledExchange(engine::Engine& engine, const ShardLayout& layout,
+                               engine::Context ctx)
+    : engine_(engine), layout_(layout), ctx_(ctx) {
+  if (!ctx.is_gpu()) return;
+  const std::vector<int32_t> flat = Flatten(layout.Columns());
+  Tensor host = Tensor::Empty(engine, {static_cast<int64_t>(flat.size())}, DType::kI32,
+                              engine::Context::CPU());
+  host.WaitToWrite();
+  std::ranges::copy(flat, host.data<int32_t>());
+  plan_ = Tensor::Empty(engine, host.shape(), DType::kI32, ctx);
+  host.CopyTo(plan_);
+}
+
+void PooledExchange::Unpack(const Tensor& received, Tensor& out) {
+  if (ctx_.is_gpu()) {
+    engine_.PushSync([plan = View(layout_, plan_.data<int32_t>()), from = received.data<float>(),
+                      to = out.data<float>()](
+                         engine::RunContext rc) { LaunchUnpackPooled(plan, from, to, rc.stream); },
+                     {received.var(), plan_.var()}, {out.var()},
+                     {.ctx = ctx_, .name = "PooledExchange::Unpack"});
+    return;
+  }
+  engine_.PushSync([&l = layout_, from = Span<const float>(received),
+                    to = Span<float>(out)](engine::RunContext) { l.UnpackPooled(from, to); },
+                   {received.var()}, {out.var()}, {.name = "PooledExchange::Unpack"});
+}
+
+void PooledExchange::PackGrads(const Tensor& grads, Tensor& send) {
+  if (ctx_.is_gpu()) {
+    engine_.PushSync([plan = View(layout_, plan_.data<int32_t>()), from = grads.data<float>(),
+                      to = send.data<float>()](
+                         engine::RunContext rc) { LaunchPackGrads(plan, from, to, rc.stream); },
+                     {grads.var(), plan_.var()}, {send.var()},
+                     {.ctx = ctx_, .name = "PooledExchange::PackGrads"});
+    return;
+  }
+  engine_.PushSync([&l = layout_, from = Span<const float>(grads),
+                    to = Span<float>(send)](engine::RunContext) { l.PackGrads(from, to); },
+                   {grads.var()}, {send.var()}, {.name = "PooledExchange::PackGrads"});
+}
+
+}  // namespace ember::train
