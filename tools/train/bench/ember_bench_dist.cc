@@ -42,6 +42,7 @@
 #include "engine/engine_options.h"
 #include "engine/error.h"
 #include "storage/tensor.h"
+#include "tools/train/bench/count_list.h"
 #include "tools/train/bench/replay_source.h"
 #include "tools/train/data/synthetic_source.h"
 #include "tools/train/dist/shard_layout.h"
@@ -90,32 +91,16 @@ struct Flags {
   bool cpu = false;
 };
 
-std::vector<int64_t> ParseList(const char* flag, const std::string& text) {
-  std::vector<int64_t> values;
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t comma = std::min(text.find(',', at), text.size());
-    const std::string part = text.substr(at, comma - at);
-    char* end = nullptr;
-    values.push_back(std::strtoll(part.c_str(), &end, 10));
-    if (part.empty() || *end != 0 || values.back() < 1) {
-      throw ember::InvalidArgument(
-          fmt::format("--{}='{}' is not a list of positive counts", flag, text));
-    }
-    at = comma + 1;
-  }
-  return values;
-}
-
 Flags ReadFlags() {
   Flags f;
-  f.gpus = ParseList("gpus", absl::GetFlag(FLAGS_gpus));
+  f.gpus = ParseCountList("gpus", absl::GetFlag(FLAGS_gpus));
   ModelConfig& m = f.model;
   m.num_dense = absl::GetFlag(FLAGS_dense);
   m.table_rows.assign(static_cast<std::size_t>(absl::GetFlag(FLAGS_tables)),
                       absl::GetFlag(FLAGS_rows));
   m.embedding_dim = absl::GetFlag(FLAGS_dim);
-  m.bottom_mlp = ParseList("bottom_mlp", absl::GetFlag(FLAGS_bottom_mlp));
-  m.top_mlp = ParseList("top_mlp", absl::GetFlag(FLAGS_top_mlp));
+  m.bottom_mlp = ParseCountList("bottom_mlp", absl::GetFlag(FLAGS_bottom_mlp));
+  m.top_mlp = ParseCountList("top_mlp", absl::GetFlag(FLAGS_top_mlp));
   m.optimizer.kind = ParseOptimizer(absl::GetFlag(FLAGS_optimizer));
   m.optimizer.dense_lr = m.optimizer.embedding_lr = static_cast<float>(absl::GetFlag(FLAGS_lr));
   m.Validate();

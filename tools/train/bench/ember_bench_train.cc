@@ -33,6 +33,7 @@
 #include "engine/base/device.h"
 #include "engine/engine.h"
 #include "engine/error.h"
+#include "tools/train/bench/count_list.h"
 #include "tools/train/bench/replay_source.h"
 #include "tools/train/data/synthetic_source.h"
 #include "tools/train/json.h"
@@ -62,21 +63,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace ember::train;  // NOLINT: a bench over the runtime
-
-std::vector<int64_t> ParseList(const char* flag, const std::string& text) {
-  std::vector<int64_t> values;
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t comma = std::min(text.find(',', at), text.size());
-    const std::string part = text.substr(at, comma - at);
-    char* end = nullptr;
-    values.push_back(std::strtoll(part.c_str(), &end, 10));
-    if (part.empty() || *end != 0) {
-      throw ember::InvalidArgument(fmt::format("--{}='{}' is not a list of counts", flag, text));
-    }
-    at = comma + 1;
-  }
-  return values;
-}
 
 template <typename T>
 void WriteRaw(const std::string& path, const std::vector<T>& values) {
@@ -135,8 +121,8 @@ int Run() {
   m.table_rows.assign(static_cast<std::size_t>(absl::GetFlag(FLAGS_tables)),
                       absl::GetFlag(FLAGS_rows));
   m.embedding_dim = absl::GetFlag(FLAGS_dim);
-  m.bottom_mlp = ParseList("bottom_mlp", absl::GetFlag(FLAGS_bottom_mlp));
-  m.top_mlp = ParseList("top_mlp", absl::GetFlag(FLAGS_top_mlp));
+  m.bottom_mlp = ParseCountList("bottom_mlp", absl::GetFlag(FLAGS_bottom_mlp));
+  m.top_mlp = ParseCountList("top_mlp", absl::GetFlag(FLAGS_top_mlp));
   m.optimizer.kind = ParseOptimizer(absl::GetFlag(FLAGS_optimizer));
   m.optimizer.dense_lr = m.optimizer.embedding_lr = static_cast<float>(absl::GetFlag(FLAGS_lr));
   m.Validate();
