@@ -576,7 +576,7 @@ int RunSharded(const Command& c, const DataFactory& data) {
   const ember::train::ShardedTrainResult result =
       ember::train::TrainSharded(options, data.train, [&](int64_t step, float loss) {
         if ((step + 1) % log_every != 0) return;
-        std::printf("step %lld: loss %.6f\n", static_cast<long long>(step + 1), loss);
+        std::printf("step %lld: loss %.6f\n", static_cast<long long>(step) + 1, loss);
         std::fflush(stdout);
       });
   std::printf("%zu steps, %lld examples in %.2f s: %.0f examples/s; last loss %.6f\n",

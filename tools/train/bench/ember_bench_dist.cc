@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -131,7 +132,7 @@ std::vector<std::shared_ptr<const std::vector<ReplaySource::Stored>>> MakeRankBa
   synthetic.num_dense = static_cast<int>(f.model.num_dense);
   synthetic.rows = f.model.table_rows;
   synthetic.pooling_mean = f.pooling;
-  synthetic.pooling_max = static_cast<int>(2 * f.pooling + 0.5);
+  synthetic.pooling_max = static_cast<int>(std::lround(2 * f.pooling));
   std::vector<std::vector<ReplaySource::Stored>> ranks(gpus);
   std::unique_ptr<ember::engine::Engine> engine = ember::engine::CreateEngine({});
   SyntheticSource source(synthetic);
@@ -142,6 +143,7 @@ std::vector<std::shared_ptr<const std::vector<ReplaySource::Stored>>> MakeRankBa
     }
   }
   std::vector<std::shared_ptr<const std::vector<ReplaySource::Stored>>> out;
+  out.reserve(ranks.size());
   for (auto& r : ranks) {
     out.push_back(std::make_shared<const std::vector<ReplaySource::Stored>>(std::move(r)));
   }
@@ -173,7 +175,9 @@ struct Series {
   int calls = 0;
   int64_t bytes = 0;
   double seconds = 0;
-  [[nodiscard]] double gbps() const { return seconds > 0 ? bytes / seconds / 1e9 : 0; }
+  [[nodiscard]] double gbps() const {
+    return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
+  }
 };
 
 Series SeriesOf(const std::vector<CollectiveTiming>& timings, std::string_view prefix,
@@ -239,7 +243,7 @@ double CacheBytes(const Flags& f) {
 
 RunResult RunOn(const Flags& f, int gpus) {
   std::printf("[%d GPU(s)] making %lld batches of %lld examples...\n", gpus,
-              static_cast<long long>(f.batches), static_cast<long long>(f.batch * gpus));
+              static_cast<long long>(f.batches), static_cast<long long>(f.batch) * gpus);
   std::fflush(stdout);
   const auto batches = MakeRankBatches(f, gpus);
   ShardedTrainOptions options;
@@ -376,8 +380,8 @@ int Run() {
     table += fmt::format(
         "  {} GPUs, pooled rows all-to-all ({:.2f} MB to the other ranks): in the step {:.1f} "
         "GB/s (median of {}), raw NCCL {:.1f} GB/s (median of {}): {:.1f}%\n",
-        r.gpus, r.pooled.bytes / 1e6, r.pooled.gbps(), r.pooled.calls, r.raw.gbps(), r.raw.calls,
-        100 * r.pooled.gbps() / r.raw.gbps());
+        r.gpus, static_cast<double>(r.pooled.bytes) / 1e6, r.pooled.gbps(), r.pooled.calls,
+        r.raw.gbps(), r.raw.calls, 100 * r.pooled.gbps() / r.raw.gbps());
     table +=
         fmt::format("  {} GPUs, gradients all-to-all: in the step {:.1f} GB/s (median of {})\n",
                     r.gpus, r.grads.gbps(), r.grads.calls);
