@@ -61,25 +61,31 @@ PooledExchange::PooledExchange(engine::Engine& engine, const ShardLayout& layout
 }
 
 void PooledExchange::Unpack(const Tensor& received, Tensor& out) {
-  Push(received, out, "PooledExchange::Unpack", LaunchUnpackPooled, &ShardLayout::UnpackPooled);
+  if (ctx_.is_gpu()) {
+    engine_.PushSync([plan = View(layout_, plan_.data<int32_t>()), from = received.data<float>(),
+                      to = out.data<float>()](
+                         engine::RunContext rc) { LaunchUnpackPooled(plan, from, to, rc.stream); },
+                     {received.var(), plan_.var()}, {out.var()},
+                     {.ctx = ctx_, .name = "PooledExchange::Unpack"});
+    return;
+  }
+  engine_.PushSync([&l = layout_, from = Span<const float>(received),
+                    to = Span<float>(out)](engine::RunContext) { l.UnpackPooled(from, to); },
+                   {received.var()}, {out.var()}, {.name = "PooledExchange::Unpack"});
 }
 
 void PooledExchange::PackGrads(const Tensor& grads, Tensor& send) {
-  Push(grads, send, "PooledExchange::PackGrads", LaunchPackGrads, &ShardLayout::PackGrads);
-}
-
-void PooledExchange::Push(const Tensor& in, Tensor& out, const char* name, GpuMove gpu,
-                          CpuMove cpu) {
   if (ctx_.is_gpu()) {
-    engine_.PushSync(
-        [gpu, plan = View(layout_, plan_.data<int32_t>()), from = in.data<float>(),
-         to = out.data<float>()](engine::RunContext rc) { gpu(plan, from, to, rc.stream); },
-        {in.var(), plan_.var()}, {out.var()}, {.ctx = ctx_, .name = name});
+    engine_.PushSync([plan = View(layout_, plan_.data<int32_t>()), from = grads.data<float>(),
+                      to = send.data<float>()](
+                         engine::RunContext rc) { LaunchPackGrads(plan, from, to, rc.stream); },
+                     {grads.var(), plan_.var()}, {send.var()},
+                     {.ctx = ctx_, .name = "PooledExchange::PackGrads"});
     return;
   }
-  engine_.PushSync([&l = layout_, cpu, from = Span<const float>(in),
-                    to = Span<float>(out)](engine::RunContext) { (l.*cpu)(from, to); },
-                   {in.var()}, {out.var()}, {.name = name});
+  engine_.PushSync([&l = layout_, from = Span<const float>(grads),
+                    to = Span<float>(send)](engine::RunContext) { l.PackGrads(from, to); },
+                   {grads.var()}, {send.var()}, {.name = "PooledExchange::PackGrads"});
 }
 
 }  // namespace ember::train

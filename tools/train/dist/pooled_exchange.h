@@ -12,15 +12,11 @@
 //
 // Thread safety: one thread pushes (the rank's).
 
-#include <span>
-
 #include "engine/engine.h"
 #include "storage/tensor.h"
 #include "tools/train/dist/shard_layout.h"
 
 namespace ember::train {
-
-struct DeviceColumnPlan;  // pooled_exchange_kernels.h
 
 class PooledExchange {
  public:
@@ -36,12 +32,6 @@ class PooledExchange {
   void PackGrads(const storage::Tensor& grads, storage::Tensor& send);
 
  private:
-  using GpuMove = void (*)(const DeviceColumnPlan&, const float*, float*, void*);
-  using CpuMove = void (ShardLayout::*)(std::span<const float>, std::span<float>) const;
-  // Pushes the move of `in` into `out`: `gpu` on a GPU, `cpu` on the CPU.
-  void Push(const storage::Tensor& in, storage::Tensor& out, const char* name, GpuMove gpu,
-            CpuMove cpu);
-
   engine::Engine& engine_;
   const ShardLayout& layout_;
   const engine::Context ctx_;
