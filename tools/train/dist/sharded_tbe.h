@@ -6,10 +6,12 @@
 // output distribution, and on the way back the gradients' distribution
 // and the owner's fused backward with SGD, row-wise Adagrad or Adam
 // (shard_layout.h says what moves where).
-// Table-wise sharding is bit-identical to one TBE over the concatenated
-// batch; row-wise sharding too in its weights, and within float rounding
-// in its pooled rows (the test checks both on every engine type). Sum
-// pooling.
+// On the CPU, table-wise sharding is bit-identical to one TBE over the
+// concatenated batch; row-wise sharding too in its weights, and within
+// float rounding in its pooled rows (the test checks both on every engine
+// type). On a GPU the backward sums a row's gradient in chunks cut from the
+// whole batch, which the owner's batch cuts elsewhere: within float
+// rounding (docs/train.md, "On GPUs"). Sum pooling.
 //
 // One host wait per step: DistributeIndices waits for the lengths
 // received, whose sums size the indices' buffers (TorchRec's input
