@@ -23,11 +23,13 @@
 //   DenseUpdate(i)        the rank-order all-reduce of the loss and of
 //                         every dense gradient, then the dense optimizer
 //
-// Deterministic: with table-wise shards a run computes the bits of one
-// DlrmModel over the global batches with dense_grad_slices = G, with an
-// embedding cache on each rank or none (tests/train/dist/sharded_dlrm_test.cc); with
-// row-wise shards, the pooled rows (and what depends on them) differ in
-// the last bits (shard_layout.h).
+// Deterministic: on the CPU, with table-wise shards a run computes the
+// bits of one DlrmModel over the global batches with dense_grad_slices =
+// G, with an embedding cache on each rank or none
+// (tests/train/dist/sharded_dlrm_test.cc); with row-wise shards, the pooled
+// rows (and what depends on them) differ in the last bits
+// (shard_layout.h). On GPUs the embedding backward rounds differently in
+// the last bits (sharded_tbe.h; tests/train/dist/sharded_gpu_test.cc).
 //
 // Data: on the context of the rank's collectives (the CPU, or the rank's
 // GPU), f32 tables, sum pooling (ShardedTbe's).
