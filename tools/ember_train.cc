@@ -121,7 +121,8 @@ ABSL_FLAG(std::string, shard_plan, "",
           "a plan to check and print instead of the planner's: comma-separated 'table:gpu' or "
           "'table:row'");
 ABSL_FLAG(int64_t, gpu_memory, 0,
-          "bytes of each GPU that the tables' shards may use (--plan; 0: GPU 0's free memory)");
+          "bytes of each GPU that the tables' shards may use (--plan and --ranks; 0: the GPUs' "
+          "free memory)");
 
 namespace {
 
@@ -321,12 +322,20 @@ void ReadRankFlags(Command& c) {
   }
   c.sharded_schedule = Given("schedule") ? ParseShardedSchedule(absl::GetFlag(FLAGS_schedule))
                                          : ember::train::ShardedSchedule::kSparseDist;
-  // The planner's budget: each GPU's free memory (every host's as this
-  // one's); host memory does not bound a CPU rank.
+  // The planner's budget: --gpu_memory, else each GPU's free memory; host
+  // memory does not bound a CPU rank. Every host of a run must make the
+  // same plan (its collectives follow it), and free memory differs from
+  // host to host: such a run takes --shard_plan or --gpu_memory.
+  const int64_t memory = absl::GetFlag(FLAGS_gpu_memory);
+  if (c.hosts && c.shard_plan.empty() && memory == 0) {
+    Bad("a run of several hosts needs the same plan on every host: give --shard_plan, or "
+        "--gpu_memory (each GPU's budget, the same on every host)");
+  }
   c.planner.gpu_budget_bytes.clear();
   for (int r = 0; r < c.world; ++r) {
-    c.planner.gpu_budget_bytes.push_back(
-        ctx.is_gpu() ? static_cast<double>(ember::storage::DeviceFreeBytes(r % c.ranks)) : 1e18);
+    const double free =
+        ctx.is_gpu() ? static_cast<double>(ember::storage::DeviceFreeBytes(r % c.ranks)) : 1e18;
+    c.planner.gpu_budget_bytes.push_back(memory > 0 ? static_cast<double>(memory) : free);
   }
 }
 

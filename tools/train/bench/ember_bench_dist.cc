@@ -44,6 +44,7 @@
 #include "engine/error.h"
 #include "storage/tensor.h"
 #include "tools/train/bench/count_list.h"
+#include "tools/train/bench/model_flags.h"
 #include "tools/train/bench/replay_source.h"
 #include "tools/train/data/synthetic_source.h"
 #include "tools/train/dist/shard_layout.h"
@@ -95,16 +96,7 @@ struct Flags {
 Flags ReadFlags() {
   Flags f;
   f.gpus = ParseCountList("gpus", absl::GetFlag(FLAGS_gpus));
-  ModelConfig& m = f.model;
-  m.num_dense = absl::GetFlag(FLAGS_dense);
-  m.table_rows.assign(static_cast<std::size_t>(absl::GetFlag(FLAGS_tables)),
-                      absl::GetFlag(FLAGS_rows));
-  m.embedding_dim = absl::GetFlag(FLAGS_dim);
-  m.bottom_mlp = ParseCountList("bottom_mlp", absl::GetFlag(FLAGS_bottom_mlp));
-  m.top_mlp = ParseCountList("top_mlp", absl::GetFlag(FLAGS_top_mlp));
-  m.optimizer.kind = ParseOptimizer(absl::GetFlag(FLAGS_optimizer));
-  m.optimizer.dense_lr = m.optimizer.embedding_lr = static_cast<float>(absl::GetFlag(FLAGS_lr));
-  m.Validate();
+  f.model = ModelFromFlags();
   f.batch = absl::GetFlag(FLAGS_batch);
   f.batches = absl::GetFlag(FLAGS_batches);
   f.warmup = absl::GetFlag(FLAGS_warmup);

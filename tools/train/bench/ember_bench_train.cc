@@ -33,7 +33,7 @@
 #include "engine/base/device.h"
 #include "engine/engine.h"
 #include "engine/error.h"
-#include "tools/train/bench/count_list.h"
+#include "tools/train/bench/model_flags.h"
 #include "tools/train/bench/replay_source.h"
 #include "tools/train/data/synthetic_source.h"
 #include "tools/train/json.h"
@@ -116,16 +116,7 @@ int Run() {
     std::printf("ember-bench-train: no GPU; it compares GPU runs (skipped)\n");
     return 77;
   }
-  ModelConfig m;
-  m.num_dense = absl::GetFlag(FLAGS_dense);
-  m.table_rows.assign(static_cast<std::size_t>(absl::GetFlag(FLAGS_tables)),
-                      absl::GetFlag(FLAGS_rows));
-  m.embedding_dim = absl::GetFlag(FLAGS_dim);
-  m.bottom_mlp = ParseCountList("bottom_mlp", absl::GetFlag(FLAGS_bottom_mlp));
-  m.top_mlp = ParseCountList("top_mlp", absl::GetFlag(FLAGS_top_mlp));
-  m.optimizer.kind = ParseOptimizer(absl::GetFlag(FLAGS_optimizer));
-  m.optimizer.dense_lr = m.optimizer.embedding_lr = static_cast<float>(absl::GetFlag(FLAGS_lr));
-  m.Validate();
+  const ModelConfig m = ModelFromFlags();
   const int64_t batch = absl::GetFlag(FLAGS_batch);
   const int64_t num_batches = absl::GetFlag(FLAGS_batches);
   const int64_t warmup = absl::GetFlag(FLAGS_warmup);
