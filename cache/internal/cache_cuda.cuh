@@ -203,17 +203,19 @@ __device__ inline void DescribeFault(const BatchArgs& batch, int num_tables, con
 
 // The misses of a prefetch pass (miss_sort_cuda.cu): `*count` (device
 // memory) rows (linear ids) and their positions, in rows[0] and
-// positions[0], sorted by (SetOf(row), row), ties in any order. `capacity`
-// bounds the count; buffers [1] and `tile_counts` exist only when it is
-// above kMissTile (MissTileCountBytes).
+// positions[0], sorted by (SetOf(row), row), ties in any order; or, with
+// `by_home`, by the row's high bits only (row >> (row_bits - 16)): home
+// order, for the rows' moves. `capacity` bounds the count; buffers [1] and
+// `tile_counts` exist only when it is above kMissTile (MissTileCountBytes).
 inline constexpr int kMissTile = 2048;
 struct MissSort {
   const unsigned long long* count = nullptr;
   const unsigned long long* fault_key = nullptr;  // sorts nothing unless kNoFaultKey
   int64_t capacity = 0;
   int64_t num_sets = 0;
-  int row_bits = 0;  // bits of the largest linear id
-  int set_bits = 0;  // bits of the largest set
+  int row_bits = 0;      // bits of the largest linear id
+  int set_bits = 0;      // bits of the largest set
+  bool by_home = false;  // sort by home order instead
   int64_t* rows[2] = {nullptr, nullptr};
   uint32_t* positions[2] = {nullptr, nullptr};
   uint32_t* tile_counts = nullptr;  // 256 per tile of kMissTile entries

@@ -1,6 +1,10 @@
 // SortMissesCuda (cache_cuda.cuh): a prefetch pass's misses sorted by
 // (set, row), so that each set's distinct missing rows form one run in
-// increasing linear id (cache_args.h, invariant 4).
+// increasing linear id (cache_args.h, invariant 4); or its moves in home
+// order (by_home), so that the rows the moves read at once lie close
+// together in host memory: read at random, 512-byte rows of 2 GiB of
+// host-mapped memory came at 32 GB/s on an H100, those of 1 GiB at 51 (the
+// GPU's address translation reach; ember-bench-cache --h2d_mib).
 //
 // Why not cub::DeviceRadixSort: the number of misses is known only on the
 // GPU (the probe counts them), and CUB's device-wide sorts take their size
@@ -12,7 +16,8 @@
 //    cub::BlockMergeSort on the full key;
 //  - more: a least-significant-digit radix sort with CUB's block primitives,
 //    8 bits a pass over the composite key (set << row_bits) | row (whose
-//    set bits are computed, not stored, so any widths fit): per tile of
+//    set bits are computed, not stored, so any widths fit), or over the
+//    row's top 16 bits: per tile of
 //    kMissTile entries a digit histogram; block 0 scans them into each
 //    (digit, tile)'s first output position; then each tile ranks its
 //    entries by digit with cub::BlockRadixSort (stable) and scatters them.
@@ -46,22 +51,33 @@ constexpr uint64_t kNoRow = ~0ull;  // sorts after every row
 static_assert(kSortItems * kSortThreads == kMissTile);
 static_assert(kDigits == kSortThreads, "one thread per digit in the histogram and scan");
 
-// (set, row) order; kNoRow last.
+constexpr int kHomeKeyBits = 16;
+
+// Bits of a row below its home-order key.
+__host__ __device__ int HomeShift(int row_bits) {
+  return row_bits > kHomeKeyBits ? row_bits - kHomeKeyBits : 0;
+}
+
+// (set, row) order, or home order; kNoRow last.
 struct MissOrder {
   int64_t num_sets;
+  int home_shift;  // -1: (set, row) order
   __device__ bool operator()(uint64_t a, uint64_t b) const {
     if (a == kNoRow) return false;
     if (b == kNoRow) return true;
+    if (home_shift >= 0) return (a >> home_shift) < (b >> home_shift);
     const int64_t set_a = SetOf(static_cast<int64_t>(a), num_sets);
     const int64_t set_b = SetOf(static_cast<int64_t>(b), num_sets);
     return set_a != set_b ? set_a < set_b : a < b;
   }
 };
 
-// Digit `pass` (8 bits) of the composite key (set << row_bits) | row.
+// Digit `pass` (8 bits) of the composite key (set << row_bits) | row, or of
+// the home-order key.
 __device__ unsigned DigitOf(const MissSort& s, int64_t row, int pass) {
   const int low = pass * kDigitBits;
   const auto r = static_cast<uint64_t>(row);
+  if (s.by_home) return static_cast<unsigned>((r >> HomeShift(s.row_bits) >> low) & (kDigits - 1));
   unsigned digit = 0;
   if (low < s.row_bits) digit = static_cast<unsigned>((r >> low) & (kDigits - 1));
   if (low + kDigitBits > s.row_bits) {
@@ -98,7 +114,8 @@ __device__ void SortOneTile(const MissSort& s, int64_t count, int out, SortShare
     positions[i] = j < count ? s.positions[0][j] : 0;
   }
   MergeSort(shared.merge)
-      .Sort(keys, positions, MissOrder{s.num_sets}, static_cast<int>(count), kNoRow);
+      .Sort(keys, positions, MissOrder{s.num_sets, s.by_home ? HomeShift(s.row_bits) : -1},
+            static_cast<int>(count), kNoRow);
   for (int i = 0; i < kSortItems; ++i) {
     const int64_t j = int64_t{threadIdx.x} * kSortItems + i;
     if (j < count) {
@@ -229,7 +246,8 @@ int ResidentSortBlocks(int device, const char* op) {
 }  // namespace
 
 int SortMissesCuda(const MissSort& s, const char* op, cudaStream_t stream) {
-  int passes = (s.row_bits + s.set_bits + kDigitBits - 1) / kDigitBits;
+  const int key_bits = s.by_home ? s.row_bits - HomeShift(s.row_bits) : s.row_bits + s.set_bits;
+  int passes = (key_bits + kDigitBits - 1) / kDigitBits;
   const bool tiled = s.capacity > kMissTile;
   int out = tiled ? passes % 2 : 0;
   int device = 0;

@@ -6,7 +6,7 @@
 //     fault record (by the next kernel) and every later kernel returns at
 //     once, so nothing changes, as the CPU throws before changing anything.
 //  2. Zero this step's statistics and the locked count.
-//  3. Per pass over the chunk [begin, end), three launches:
+//  3. Per pass over the chunk [begin, end), five launches:
 //     a. Probe (a warp per 32 indices): each index's linear id (`requested`
 //        comes from the offsets, a table at a time); the warp reads each
 //        row's set (32 tags, two cache lines) in one load. A hit is taken
@@ -20,19 +20,25 @@
 //        the set's eligible ways by VictimKey with shuffles, walks the
 //        run's distinct rows in increasing id, counts each (unique,
 //        unique_misses, LFU's count), gives the first ones the victims in
-//        order (writing an evicted row home first, then copying the row in,
-//        all lanes in 16-byte words where aligned) and counts the rest as
-//        conflict misses; then writes the locations of the run's indices.
-//        Sets are independent (a row lives in one set; a victim is cached,
-//        a miss is not), so warps need no ordering among themselves.
+//        order and counts the rest as conflict misses; writes the locations
+//        of the run's indices and lists each fill (slot, new row) as a
+//        move. Sets are independent (a row lives in one set; a victim is
+//        cached, a miss is not), so warps need no ordering among
+//        themselves. The slots' tags stay as they were until d.
+//     d. Sort the moves in home order (the new rows' high bits), so that
+//        the rows read at once lie close together in host memory.
+//     e. Move (a warp per kRowsInFlight moves): each move's evicted row
+//        (the slot's tag) goes home and the new row in, every row of the
+//        warp's moves in flight at once; then the slot takes its new tag,
+//        timestamp and lock.
 // The result equals PrefetchCpu's in every slot, tag, timestamp, lock,
 // location and statistic; only the order of `locked` may differ.
 //
 // Scratch (one pass of `chunk` indices, reused by every pass): a header
-// (fault key, miss counts), the miss rows (i64) and positions (u32) twice
-// (the radix sort's two buffers; once for chunks of at most kMissTile) and
-// the radix sort's tile counts (1 KiB a tile of kMissTile): within
-// PrefetchScratchBytes' 25 bytes an index plus 32.
+// (fault key, miss and move counts), the miss rows (i64) and positions
+// (u32) twice (the radix sort's two buffers; the one the sort leaves free
+// holds the moves) and the radix sort's tile counts (1 KiB a tile of
+// kMissTile): within PrefetchScratchBytes' 25 bytes an index plus 32.
 
 #include <cuda_runtime_api.h>
 
@@ -60,9 +66,18 @@ struct Header {
   // The miss list's length, of even and odd passes: a pass's insert kernel
   // zeroes the next pass's (no launch of its own).
   unsigned long long misses[2];
-  unsigned long long unused;
+  // The move list's length: zeroed by each pass's probe.
+  unsigned long long moves;
 };
 static_assert(sizeof(Header) == 32);
+
+// A pass's fills, listed by the insert for the move: per move the slot and
+// the row it takes (the evicted row is the slot's tag until the move).
+struct Moves {
+  unsigned long long* count = nullptr;
+  int64_t* rows = nullptr;
+  uint32_t* slots = nullptr;
+};
 
 struct Scratch {
   Header* header = nullptr;
@@ -74,7 +89,6 @@ struct Scratch {
 
 // The scratch's pieces for `chunk` indices from `base` (null: measures).
 Scratch Carve(void* base, int64_t chunk) {
-  const bool tiled = chunk > kMissTile;
   auto* at = static_cast<char*>(base);
   int64_t used = 0;
   auto take = [&](int64_t bytes) {
@@ -84,10 +98,8 @@ Scratch Carve(void* base, int64_t chunk) {
   };
   Scratch s;
   s.header = reinterpret_cast<Header*>(take(sizeof(Header)));
-  s.rows[0] = reinterpret_cast<int64_t*>(take(8 * chunk));
-  if (tiled) s.rows[1] = reinterpret_cast<int64_t*>(take(8 * chunk));
-  s.positions[0] = reinterpret_cast<uint32_t*>(take(4 * chunk));
-  if (tiled) s.positions[1] = reinterpret_cast<uint32_t*>(take(4 * chunk));
+  for (int b = 0; b < 2; ++b) s.rows[b] = reinterpret_cast<int64_t*>(take(8 * chunk));
+  for (int b = 0; b < 2; ++b) s.positions[b] = reinterpret_cast<uint32_t*>(take(4 * chunk));
   s.tile_counts = reinterpret_cast<uint32_t*>(take(MissTileCountBytes(chunk)));
   s.bytes = used;
   return s;
@@ -139,9 +151,12 @@ __device__ void CountRequested(const CacheArgs& cache, const BatchArgs& batch, i
 __global__ void __launch_bounds__(kBlockThreads)
     ProbeKernel(const CacheArgs cache, const BatchArgs batch, const LocationArgs where,
                 int64_t timestep, int64_t begin, int64_t end, unsigned long long* misses,
-                const Header* header, int64_t* miss_rows, uint32_t* miss_positions) {
+                Header* header, int64_t* miss_rows, uint32_t* miss_positions) {
   if (header->fault_key != kNoFaultKey) return;
-  if (blockIdx.x == 0) CountRequested(cache, batch, begin, end);
+  if (blockIdx.x == 0) {
+    CountRequested(cache, batch, begin, end);
+    if (threadIdx.x == 0) header->moves = 0;  // the last pass's move has run
+  }
   const int64_t k = begin + int64_t{blockIdx.x} * kBlockThreads + threadIdx.x;
   const bool valid = k < end;
   int table = 0;
@@ -183,9 +198,9 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 // The misses of set `set`, sorted entries [start, ...) of rows/positions.
-__device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, int64_t timestep,
-                          int64_t begin, const int64_t* rows, const uint32_t* positions,
-                          int64_t count, int64_t start, int64_t set) {
+__device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, const Moves& moves,
+                          int64_t timestep, int64_t begin, const int64_t* rows,
+                          const uint32_t* positions, int64_t count, int64_t start, int64_t set) {
   const int lane = Lane();
   // The set's ways: which may be victims, and in which order (invariant 4).
   const int64_t way_slot = set * kWays + lane;
@@ -235,27 +250,16 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, int
     WarpCount(cache, evicts, evicted_table, kEvicted);
     WarpCount(cache, evicts, evicted_table, kBytesToHome,
               evicts ? RowBytes(cache, evicted_table) : 0);
-    // Move the rows, one fill at a time with the whole warp: the evicted
-    // row home first, then the new row in (only its dim's elements).
-    for (unsigned todo = __ballot_sync(kFullMask, fills); todo != 0; todo &= todo - 1) {
-      const int i = __ffs(todo) - 1;
-      const int64_t to = __shfl_sync(kFullMask, slot, i);
-      const int64_t old_row = __shfl_sync(kFullMask, evicted, i);
-      const int old_table = __shfl_sync(kFullMask, evicted_table, i);
-      const int64_t new_row = __shfl_sync(kFullMask, row, i);
-      const int new_table = __shfl_sync(kFullMask, table, i);
-      if (old_row != kEmpty) {
-        WarpCopy(SlotRowAt(cache, to), HomeRowAt(cache, old_table, old_row),
-                 RowBytes(cache, old_table));
-        __syncwarp();  // the slot is read out before it is written
+    const unsigned filling = __ballot_sync(kFullMask, fills);
+    if (filling != 0) {
+      const int leader = __ffs(filling) - 1;
+      unsigned long long at = 0;
+      if (Lane() == leader) at = atomicAdd(moves.count, __popc(filling));
+      at = __shfl_sync(kFullMask, at, leader) + __popc(filling & LanesBelow());
+      if (fills) {
+        moves.rows[at] = row;
+        moves.slots[at] = static_cast<uint32_t>(slot);
       }
-      WarpCopy(HomeRowAt(cache, new_table, new_row), SlotRowAt(cache, to),
-               RowBytes(cache, new_table));
-    }
-    if (fills) {
-      cache.tags[slot] = row;
-      cache.timestamps[slot] = timestep;
-      cache.locks[slot] = 1;
     }
     WarpAppend(where.locked, where.num_locked, fills, static_cast<int32_t>(slot));
     if (in_run) where.slot_of[begin + positions[j]] = static_cast<int32_t>(slot);
@@ -267,9 +271,10 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, int
 // Warps take windows of 32 sorted misses and insert every set run that
 // starts in theirs (a run may go on past it).
 __global__ void __launch_bounds__(kBlockThreads, 2)
-    InsertKernel(const CacheArgs cache, const LocationArgs where, int64_t timestep, int64_t begin,
-                 const unsigned long long* misses, unsigned long long* next_misses,
-                 const Header* header, const int64_t* rows, const uint32_t* positions) {
+    InsertKernel(const CacheArgs cache, const LocationArgs where, const Moves moves,
+                 int64_t timestep, int64_t begin, const unsigned long long* misses,
+                 unsigned long long* next_misses, const Header* header, const int64_t* rows,
+                 const uint32_t* positions) {
   if (header->fault_key != kNoFaultKey) return;
   if (blockIdx.x == 0 && threadIdx.x == 0) *next_misses = 0;
   const auto count = static_cast<int64_t>(*misses);
@@ -282,9 +287,132 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
     const bool starts = j < count && (j == 0 || SetOf(rows[j - 1], cache.num_sets) != set);
     for (unsigned heads = __ballot_sync(kFullMask, starts); heads != 0; heads &= heads - 1) {
       const int h = __ffs(heads) - 1;
-      InsertRun(cache, where, timestep, begin, rows, positions, count, w * kWarp + h,
+      InsertRun(cache, where, moves, timestep, begin, rows, positions, count, w * kWarp + h,
                 __shfl_sync(kFullMask, set, h));
     }
+  }
+}
+
+// Moves a warp keeps in flight: with every resident warp holding this
+// many rows, reads of host memory cover the link's latency (one row a warp
+// filled about half of the measured host-to-GPU bandwidth).
+constexpr int kRowsInFlight = 4;
+
+// One move's rows: the slot's, the evicted row's home (none for an empty
+// slot: no bytes) and the new row's home.
+struct RowMove {
+  char* slot = nullptr;
+  char* old_home = nullptr;
+  const char* new_home = nullptr;
+  int64_t old_bytes = 0;
+  int64_t new_bytes = 0;
+};
+
+__device__ RowMove RowMoveOf(const CacheArgs& cache, const Moves& moves, int64_t f) {
+  const int64_t slot = moves.slots[f];
+  const int64_t old_row = cache.tags[slot];  // still the evicted row's tag
+  const int64_t new_row = moves.rows[f];
+  const int new_table = TableOf(cache, new_row);
+  RowMove m;
+  m.slot = SlotRowAt(cache, slot);
+  m.new_home = HomeRowAt(cache, new_table, new_row);
+  m.new_bytes = RowBytes(cache, new_table);
+  if (old_row != kEmpty) {
+    const int old_table = TableOf(cache, old_row);
+    m.old_home = HomeRowAt(cache, old_table, old_row);
+    m.old_bytes = RowBytes(cache, old_table);
+  }
+  return m;
+}
+
+// Whether every address and size of the move is a multiple of 16 bytes.
+__device__ bool IsWide(const RowMove& m) {
+  const auto bits = reinterpret_cast<uintptr_t>(m.slot) | reinterpret_cast<uintptr_t>(m.old_home) |
+                    reinterpret_cast<uintptr_t>(m.new_home) |
+                    static_cast<uintptr_t>(m.old_bytes | m.new_bytes);
+  return bits % 16 == 0;
+}
+
+// Lane u's value of a pointer, for every lane.
+template <typename T>
+__device__ T* ShflPointer(T* p, int u) {
+  const auto bits = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p));
+  return reinterpret_cast<T*>(static_cast<uintptr_t>(__shfl_sync(kFullMask, bits, u)));
+}
+
+// Moves [first, first + n), n <= kRowsInFlight, with the whole warp (lane u
+// knows move u's rows): each evicted row home and each new row into its
+// slot (a lane reads a slot's word before it writes it), then the slots'
+// state.
+__device__ void MoveRows(const CacheArgs& cache, const Moves& moves, int64_t timestep,
+                         int64_t first, int n) {
+  RowMove mine;
+  if (Lane() < n) mine = RowMoveOf(cache, moves, first + Lane());
+  const bool wide = __all_sync(kFullMask, IsWide(mine));
+  if (!wide) {
+    for (int u = 0; u < n; ++u) {
+      char* slot = ShflPointer(mine.slot, u);
+      char* old_home = ShflPointer(mine.old_home, u);
+      if (old_home != nullptr) {
+        WarpCopy(slot, old_home, __shfl_sync(kFullMask, mine.old_bytes, u));
+        __syncwarp();  // the slot is read out before it is written
+      }
+      WarpCopy(ShflPointer(mine.new_home, u), slot, __shfl_sync(kFullMask, mine.new_bytes, u));
+    }
+  } else {
+    // 16-byte words of the longest row (a row's words fit 32 bits: a set of
+    // 32 rows lives in GPU memory).
+    const auto longest = static_cast<unsigned>(max(mine.old_bytes, mine.new_bytes) / 16);
+    const int64_t words = __reduce_max_sync(kFullMask, longest);
+    for (int64_t base = 0; base < words; base += kWarp) {  // every lane, for the shuffles
+      const int64_t at = (base + Lane()) * 16;
+      int4 old_word[kRowsInFlight];
+      int4 new_word[kRowsInFlight];
+#pragma unroll
+      for (int u = 0; u < kRowsInFlight; ++u) {
+        const char* slot = ShflPointer(mine.slot, u);
+        const char* new_home = ShflPointer(mine.new_home, u);
+        if (at < __shfl_sync(kFullMask, mine.old_bytes, u)) {
+          old_word[u] = *reinterpret_cast<const int4*>(slot + at);
+        }
+        if (at < __shfl_sync(kFullMask, mine.new_bytes, u)) {
+          new_word[u] = *reinterpret_cast<const int4*>(new_home + at);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kRowsInFlight; ++u) {
+        char* slot = ShflPointer(mine.slot, u);
+        char* old_home = ShflPointer(mine.old_home, u);
+        if (at < __shfl_sync(kFullMask, mine.old_bytes, u)) {
+          *reinterpret_cast<int4*>(old_home + at) = old_word[u];
+        }
+        if (at < __shfl_sync(kFullMask, mine.new_bytes, u)) {
+          *reinterpret_cast<int4*>(slot + at) = new_word[u];
+        }
+      }
+    }
+  }
+  if (Lane() < n) {
+    const int64_t f = first + Lane();
+    const int64_t slot = moves.slots[f];
+    cache.tags[slot] = moves.rows[f];
+    cache.timestamps[slot] = timestep;
+    cache.locks[slot] = 1;
+  }
+}
+
+// Warps take kRowsInFlight moves at a time. Moves are of distinct slots,
+// and an evicted row (cached) is never a new row (missing), so no two
+// moves touch the same bytes.
+__global__ void __launch_bounds__(kBlockThreads, 3)
+    MoveKernel(const CacheArgs cache, const Moves moves, int64_t timestep, const Header* header) {
+  if (header->fault_key != kNoFaultKey) return;
+  const auto count = static_cast<int64_t>(*moves.count);
+  const int64_t warps = int64_t{gridDim.x} * kBlockWarps;
+  const int64_t warp = int64_t{blockIdx.x} * kBlockWarps + threadIdx.x / kWarp;
+  for (int64_t first = warp * kRowsInFlight; first < count; first += warps * kRowsInFlight) {
+    const int64_t n = min(count - first, int64_t{kRowsInFlight});
+    MoveRows(cache, moves, timestep, first, static_cast<int>(n));
   }
 }
 
@@ -340,10 +468,24 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
     CudaCheckLaunch("ProbeKernel", kOp);
     sort.count = misses;
     const int sorted = SortMissesCuda(sort, kOp, s);
+    const Moves moves{&sc.header->moves, sc.rows[1 - sorted], sc.positions[1 - sorted]};
     InsertKernel<<<GridFor(end - begin, kBlockThreads, 4096), kBlockThreads, 0, s>>>(
-        cache, where, timestep, begin, misses, &sc.header->misses[(pass + 1) % 2], sc.header,
+        cache, where, moves, timestep, begin, misses, &sc.header->misses[(pass + 1) % 2], sc.header,
         sc.rows[sorted], sc.positions[sorted]);
     CudaCheckLaunch("InsertKernel", kOp);
+    // The moves in home order, the sorted misses' buffers now free.
+    MissSort by_home = sort;
+    by_home.by_home = true;
+    by_home.count = moves.count;
+    by_home.rows[0] = moves.rows;
+    by_home.rows[1] = sc.rows[sorted];
+    by_home.positions[0] = moves.slots;
+    by_home.positions[1] = sc.positions[sorted];
+    const int in_order = SortMissesCuda(by_home, kOp, s);
+    const Moves ordered{moves.count, by_home.rows[in_order], by_home.positions[in_order]};
+    MoveKernel<<<GridFor(end - begin, kBlockWarps * kRowsInFlight, 2048), kBlockThreads, 0, s>>>(
+        cache, ordered, timestep, sc.header);
+    CudaCheckLaunch("MoveKernel", kOp);
   }
 }
 
