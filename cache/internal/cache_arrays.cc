@@ -21,11 +21,16 @@ RowType RowTypeOf(storage::DType dtype) {
 }
 
 int64_t StatElements(int num_tables) { return (num_tables + 1) * int64_t{kStatFields}; }
+int64_t TallyElements(int num_tables) { return int64_t{kStatTallies} * num_tables * kStatFields; }
+// Both statistics and the tallies, which follow them.
+int64_t CountElements(int num_tables) {
+  return 2 * StatElements(num_tables) + TallyElements(num_tables);
+}
 
 }  // namespace
 
 int64_t StateElements(int64_t num_slots, int num_tables) {
-  return 2 * num_slots + (num_slots + 1) / 2 + 2 * StatElements(num_tables);
+  return 2 * num_slots + (num_slots + 1) / 2 + CountElements(num_tables);
 }
 
 int64_t TableArrayElements(const ops::TbeTables& tables) {
@@ -76,6 +81,7 @@ CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& option
   if (options.collect_stats) {
     args.stats_step = stats;
     args.stats_total = stats + StatElements(t_count);
+    if (args.device >= 0) args.stat_tallies = stats + 2 * StatElements(t_count);
   }
   args.counts = counts ? counts.data<int64_t>() : nullptr;
   return args;
@@ -93,10 +99,10 @@ void PushInitialize(engine::Engine& engine, const ops::TbeTables& tables,
   if (counts) vars.writes.push_back(counts.var());
   const engine::Context ctx = meta.ctx();
   int64_t* stats = args->tags + StateElements(args->num_sets * kWays, args->num_tables) -
-                   2 * StatElements(args->num_tables);
+                   CountElements(args->num_tables);
   PushCacheOp(engine, "CachedTbe::Initialize", ctx, engine::FnProperty::kNormal, vars,
               [args, values = TableArrays(tables), meta = meta.data<int64_t>(), stats,
-               stat_count = 2 * StatElements(args->num_tables), ctx](void* stream) {
+               stat_count = CountElements(args->num_tables), ctx](void* stream) {
                 if (ctx.is_gpu()) {
                   InitializeCuda(*args, values.data(), static_cast<int64_t>(values.size()), meta,
                                  stats, stat_count, ctx.device_id, stream);

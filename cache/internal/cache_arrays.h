@@ -6,7 +6,8 @@
 //   tables meta (i64): rows (T), dims (T), row offsets (T + 1), weight
 //                      offsets (T + 1)
 //   state (i64):       tags (S), timestamps (S), locks (S i32, S / 2 i64),
-//                      this step's statistics, the totals ((T + 1) x F each)
+//                      this step's statistics, the totals ((T + 1) x F each),
+//                      a GPU step's tallies (kStatTallies x T x F)
 //   locations (i32):   slot per index (C), locked slots (C), their count (i64)
 //
 // Thread safety: functions of their arguments; PushInitialize pushes.

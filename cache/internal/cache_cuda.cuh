@@ -117,28 +117,42 @@ __device__ inline int64_t WarpFindSlot(const CacheArgs& cache, int64_t linear_id
   return found;
 }
 
-// Adds `value` to a statistic of `table` and of the totals, this step's and
-// since creation, where they are kept.
-__device__ inline void AddStat(int64_t* stats, int num_tables, int table, StatField field,
-                               int64_t value) {
-  if (stats == nullptr) return;
-  const auto v = static_cast<unsigned long long>(value);
-  atomicAdd(reinterpret_cast<unsigned long long*>(&stats[table * kStatFields + field]), v);
-  atomicAdd(reinterpret_cast<unsigned long long*>(&stats[num_tables * kStatFields + field]), v);
+// This lane's way's rank among the `eligible` ways of its set in victim
+// order (VictimKey; the lanes are the set's ways, so a way's slot follows
+// from its lane, and only LFU needs the counts).
+__device__ inline int WarpVictimRank(const CacheArgs& cache, const VictimOrder& key,
+                                     unsigned eligible) {
+  const bool lfu = cache.policy == Policy::kLfu;
+  int rank = 0;
+  for (int u = 0; u < kWarp; ++u) {
+    const int64_t count = lfu ? __shfl_sync(kFullMask, key.count, u) : key.count;
+    const VictimOrder other{count, __shfl_sync(kFullMask, key.timestamp, u), key.slot - Lane() + u};
+    if ((eligible >> u & 1u) != 0 && other < key) ++rank;
+  }
+  return rank;
+}
+
+// Adds `value` to a statistic of `table` in this block's tally (cache_args.h:
+// a step's kernels count into kStatTallies copies, so that few blocks add
+// to the same word, and the step's last kernel sums them into the
+// statistics), where statistics are kept.
+__device__ inline void AddTally(const CacheArgs& cache, int table, StatField field, int64_t value) {
+  if (cache.stat_tallies == nullptr) return;
+  const int64_t tally = blockIdx.x % kStatTallies;
+  int64_t* word = cache.stat_tallies + (tally * cache.num_tables + table) * kStatFields + field;
+  atomicAdd(reinterpret_cast<unsigned long long*>(word), static_cast<unsigned long long>(value));
 }
 
 // Counts `unit` per lane where `pred` holds into `field` of the lane's
 // table: one atomic per table present in the warp.
 __device__ inline void WarpCount(const CacheArgs& cache, bool pred, int table, StatField field,
                                  int64_t unit = 1) {
-  if (cache.stats_step == nullptr && cache.stats_total == nullptr) return;
+  if (cache.stat_tallies == nullptr) return;
   const unsigned active = __ballot_sync(kFullMask, pred);
   if (!pred) return;
   const unsigned group = __match_any_sync(active, table);
   if (Lane() != __ffs(group) - 1) return;
-  const int64_t value = __popc(group) * unit;
-  AddStat(cache.stats_step, cache.num_tables, table, field, value);
-  AddStat(cache.stats_total, cache.num_tables, table, field, value);
+  AddTally(cache, table, field, __popc(group) * unit);
 }
 
 // Appends `value` of every lane where `pred` holds to `list`, whose length

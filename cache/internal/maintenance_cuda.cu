@@ -80,14 +80,7 @@ __global__ void __launch_bounds__(kBlockThreads)
           tag == kEmpty && cache.locks[slot] == 0 && cache.timestamps[slot] < timestep;
       const unsigned free_ways = __ballot_sync(kFullMask, free_way);
       if (free_ways == 0) continue;  // the set is full: warming evicts nothing
-      const VictimOrder key = VictimKey(cache, slot);
-      bool first = free_way;
-      for (int u = 0; u < kWays; ++u) {
-        const VictimOrder other{__shfl_sync(kFullMask, key.count, u),
-                                __shfl_sync(kFullMask, key.timestamp, u),
-                                __shfl_sync(kFullMask, key.slot, u)};
-        if ((free_ways >> u & 1u) != 0 && other < key) first = false;
-      }
+      const bool first = WarpVictimRank(cache, VictimKey(cache, slot), free_ways) == 0 && free_way;
       const int way = __ffs(__ballot_sync(kFullMask, first)) - 1;
       const int64_t to = SetOf(row, cache.num_sets) * kWays + way;
       const int table = TableOf(cache, row);

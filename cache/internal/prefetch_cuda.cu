@@ -5,7 +5,9 @@
 //  1. Check the whole batch (CheckBatchCuda): a bad one is described in the
 //     fault record (by the next kernel) and every later kernel returns at
 //     once, so nothing changes, as the CPU throws before changing anything.
-//  2. Zero this step's statistics and the locked count.
+//  2. Zero this step's statistics and the locked count. Kernels count into
+//     the statistics' tallies (cache_args.h), which FinishKernel sums into
+//     them after the last pass.
 //  3. Per pass over the chunk [begin, end), five launches:
 //     a. Probe (a warp per 32 indices): each index's linear id (`requested`
 //        comes from the offsets, a table at a time); the warp reads each
@@ -17,7 +19,7 @@
 //     b. Sort only the misses by (set, row) (miss_sort_cuda.cu): one
 //        launch, which returns at once when nothing missed.
 //     c. Insert (a warp per set run of the sorted misses): the warp ranks
-//        the set's eligible ways by VictimKey with shuffles, walks the
+//        the set's eligible ways by VictimKey (WarpVictimRank), walks the
 //        run's distinct rows in increasing id, counts each (unique,
 //        unique_misses, LFU's count), gives the first ones the victims in
 //        order and counts the rest as conflict misses; writes the locations
@@ -136,14 +138,13 @@ __global__ void BeginKernel(const CacheArgs cache, const BatchArgs batch, const 
 // bags (tables' indices are contiguous: no count per index).
 __device__ void CountRequested(const CacheArgs& cache, const BatchArgs& batch, int64_t begin,
                                int64_t end) {
-  if (cache.stats_step == nullptr && cache.stats_total == nullptr) return;
+  if (cache.stat_tallies == nullptr) return;
   for (int t = threadIdx.x; t < cache.num_tables; t += blockDim.x) {
     const int64_t first = OffsetAt(batch, t * batch.batch_size);
     const int64_t last = OffsetAt(batch, (t + 1) * batch.batch_size);
     const int64_t in_pass = (last < end ? last : end) - (first > begin ? first : begin);
     if (in_pass <= 0) continue;
-    AddStat(cache.stats_step, cache.num_tables, t, kRequested, in_pass);
-    AddStat(cache.stats_total, cache.num_tables, t, kRequested, in_pass);
+    AddTally(cache, t, kRequested, in_pass);
   }
 }
 
@@ -198,29 +199,23 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 // The misses of set `set`, sorted entries [start, ...) of rows/positions.
+// `ways_by_rank` is the warp's own 32 bytes of shared memory.
 __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, const Moves& moves,
                           int64_t timestep, int64_t begin, const int64_t* rows,
-                          const uint32_t* positions, int64_t count, int64_t start, int64_t set) {
+                          const uint32_t* positions, int64_t count, int64_t start, int64_t set,
+                          int8_t* ways_by_rank) {
   const int lane = Lane();
   // The set's ways: which may be victims, and in which order (invariant 4).
   const int64_t way_slot = set * kWays + lane;
   const int64_t tag = cache.tags[way_slot];
   const bool eligible = cache.locks[way_slot] == 0 && cache.timestamps[way_slot] < timestep;
-  const VictimOrder key = VictimKey(cache, way_slot);
   const unsigned eligible_ways = __ballot_sync(kFullMask, eligible);
   const int victims = __popc(eligible_ways);
-  int rank = 0;  // among the eligible ways
-  for (int u = 0; u < kWays; ++u) {
-    const VictimOrder other{__shfl_sync(kFullMask, key.count, u),
-                            __shfl_sync(kFullMask, key.timestamp, u),
-                            __shfl_sync(kFullMask, key.slot, u)};
-    if ((eligible_ways >> u & 1u) != 0 && other < key) ++rank;
-  }
-  int way_of_rank = 0;  // lane r < victims: the way taken r-th
-  for (int u = 0; u < kWays; ++u) {
-    const int rank_u = __shfl_sync(kFullMask, rank, u);
-    if ((eligible_ways >> u & 1u) != 0 && rank_u == lane) way_of_rank = u;
-  }
+  const int rank = WarpVictimRank(cache, VictimKey(cache, way_slot), eligible_ways);
+  if (eligible) ways_by_rank[rank] = static_cast<int8_t>(lane);
+  __syncwarp();
+  const int way_of_rank = lane < victims ? ways_by_rank[lane] : 0;  // the way taken lane-th
+  __syncwarp();  // read before the warp's next run writes
 
   int64_t distinct = 0;  // distinct rows of the run before this window
   for (int64_t window = start;; window += kWarp) {
@@ -275,6 +270,7 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
                  int64_t timestep, int64_t begin, const unsigned long long* misses,
                  unsigned long long* next_misses, const Header* header, const int64_t* rows,
                  const uint32_t* positions) {
+  __shared__ int8_t ways_by_rank[kBlockWarps][kWays];
   if (header->fault_key != kNoFaultKey) return;
   if (blockIdx.x == 0 && threadIdx.x == 0) *next_misses = 0;
   const auto count = static_cast<int64_t>(*misses);
@@ -288,7 +284,7 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
     for (unsigned heads = __ballot_sync(kFullMask, starts); heads != 0; heads &= heads - 1) {
       const int h = __ffs(heads) - 1;
       InsertRun(cache, where, moves, timestep, begin, rows, positions, count, w * kWarp + h,
-                __shfl_sync(kFullMask, set, h));
+                __shfl_sync(kFullMask, set, h), ways_by_rank[threadIdx.x / kWarp]);
     }
   }
 }
@@ -416,6 +412,28 @@ __global__ void __launch_bounds__(kBlockThreads, 3)
   }
 }
 
+// A thread per (table, field): the step's tallies summed into this step's
+// statistics (zeroed by BeginKernel), their totals row and the totals since
+// creation, and zeroed for the next step.
+__global__ void FinishKernel(const CacheArgs cache, const Header* header) {
+  if (header->fault_key != kNoFaultKey || cache.stat_tallies == nullptr) return;
+  const int64_t fields = int64_t{cache.num_tables} * kStatFields;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < fields; i += stride) {
+    int64_t sum = 0;
+    for (int t = 0; t < kStatTallies; ++t) {
+      sum += cache.stat_tallies[t * fields + i];
+      cache.stat_tallies[t * fields + i] = 0;
+    }
+    cache.stats_step[i] = sum;
+    cache.stats_total[i] += sum;
+    const int64_t totals = fields + i % kStatFields;
+    const auto v = static_cast<unsigned long long>(sum);
+    atomicAdd(reinterpret_cast<unsigned long long*>(cache.stats_step + totals), v);
+    atomicAdd(reinterpret_cast<unsigned long long*>(cache.stats_total + totals), v);
+  }
+}
+
 }  // namespace
 
 int64_t PrefetchScratchBytes(int64_t chunk_indices) {
@@ -487,6 +505,9 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
         cache, ordered, timestep, sc.header);
     CudaCheckLaunch("MoveKernel", kOp);
   }
+  FinishKernel<<<GridFor(int64_t{cache.num_tables} * kStatFields, kBlockThreads), kBlockThreads, 0,
+                 s>>>(cache, sc.header);
+  CudaCheckLaunch("FinishKernel", kOp);
 }
 
 }  // namespace ember::cache::internal
