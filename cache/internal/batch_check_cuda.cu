@@ -3,9 +3,9 @@
 // step's next kernel describes it: DescribeFault).
 //
 // One key orders every entry as Linearize checks it: offset j is key j
-// (0 <= j <= T * B), index k is key T * B + 1 + k. A thread per entry
-// takes atomicMin of the key of a bad one, so the smallest survives
-// whatever the GPU's order. While the offsets are bad, an index's table may
+// (0 <= j <= T * B), index k is key T * B + 1 + k. Threads take atomicMin
+// of the key of each bad entry, so the smallest survives whatever the
+// GPU's order. While the offsets are bad, an index's table may
 // be found wrongly, but its key is above every offset's and cannot win.
 
 #include <cuda_runtime_api.h>
@@ -16,23 +16,38 @@
 namespace ember::cache::internal::cuda {
 namespace {
 
+// Indices a thread checks at once: their loads go out together (one at a
+// time, a thread's short life was mostly waiting for its one load).
+constexpr int kChecksInFlight = 4;
+
 __global__ void __launch_bounds__(kBlockThreads)
     FindFaultKernel(const BatchArgs batch, int num_tables, const int64_t* rows,
                     unsigned long long* key) {
   const int64_t bags = num_tables * batch.batch_size;
-  const int64_t entries = bags + 1 + batch.num_indices;
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < entries; i += stride) {
-    bool bad;
-    if (i <= bags) {
-      bad = CheckOffset(batch, num_tables, i).kind != kNoFault;
-    } else {
-      const int64_t k = i - bags - 1;
-      const int table = TableOfIndex(batch, num_tables, k);
-      const int64_t index = IndexAt(batch, k);
-      bad = index < 0 || index >= rows[table];
+  const int64_t n = batch.num_indices;
+  const int64_t threads = int64_t{gridDim.x} * blockDim.x;
+  const int64_t thread = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  for (int64_t j = thread; j <= bags; j += threads) {
+    if (CheckOffset(batch, num_tables, j).kind != kNoFault) {
+      atomicMin(key, static_cast<unsigned long long>(j));
     }
-    if (bad) atomicMin(key, static_cast<unsigned long long>(i));
+  }
+  for (int64_t first = thread; first < n; first += threads * kChecksInFlight) {
+    int64_t index[kChecksInFlight];
+#pragma unroll
+    for (int u = 0; u < kChecksInFlight; ++u) {
+      const int64_t k = first + u * threads;
+      index[u] = k < n ? IndexAt(batch, k) : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kChecksInFlight; ++u) {
+      const int64_t k = first + u * threads;
+      if (k >= n) continue;
+      const int table = TableOfIndex(batch, num_tables, k);
+      if (index[u] < 0 || index[u] >= rows[table]) {
+        atomicMin(key, static_cast<unsigned long long>(bags + 1 + k));
+      }
+    }
   }
 }
 
@@ -43,7 +58,7 @@ void CheckBatchCuda(const CacheArgs& cache, const BatchArgs& batch, unsigned lon
   CudaCheckForOp(cudaMemsetAsync(key, 0xff, sizeof(*key), stream),
                  "cudaMemsetAsync of the fault key", op);
   const int64_t entries = cache.num_tables * batch.batch_size + 1 + batch.num_indices;
-  FindFaultKernel<<<GridFor(entries, kBlockThreads), kBlockThreads, 0, stream>>>(
+  FindFaultKernel<<<GridFor(entries, kBlockThreads * kChecksInFlight), kBlockThreads, 0, stream>>>(
       batch, cache.num_tables, cache.rows, key);
   CudaCheckLaunch("FindFaultKernel", op);
 }

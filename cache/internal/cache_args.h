@@ -98,6 +98,7 @@ struct CacheArgs {
   const int64_t* weight_offsets = nullptr;  // element of each table's row 0
   int64_t total_rows = 0;
   void* home = nullptr;            // every row
+  bool home_mapped = false;        // host-mapped (not managed) GPU home
   void* slots = nullptr;           // num_sets * kWays * slot_dim
   int64_t* tags = nullptr;         // per slot
   int64_t* timestamps = nullptr;   // per slot

@@ -77,6 +77,7 @@ CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& option
   args.tags = s;
   args.timestamps = s + num_slots;
   args.locks = reinterpret_cast<int32_t*>(s + 2 * num_slots);
+  if (args.device >= 0) args.home_mapped = HomeIsMappedCuda(args.home, args.device);
   int64_t* stats = s + 2 * num_slots + (num_slots + 1) / 2;
   if (options.collect_stats) {
     args.stats_step = stats;

@@ -49,6 +49,9 @@ void WarmCpu(const CacheArgs& cache, const int64_t* rows, int64_t count, int64_t
 // `stat_count` statistics at `stats` and the LFU counts.
 void InitializeCuda(const CacheArgs& cache, const int64_t* values, int64_t count, int64_t* meta,
                     int64_t* stats, int64_t stat_count, int device, void* stream);
+// Whether `home` (a GPU cache's home) is host-mapped memory rather than
+// managed memory.
+bool HomeIsMappedCuda(const void* home, int device);
 // Copies `count` values from device memory to host memory, synchronously
 // (statistics, read after a wait).
 void ReadDeviceCuda(const int64_t* from, int64_t* to, int64_t count, int device);

@@ -117,6 +117,14 @@ void InitializeCuda(const CacheArgs& cache, const int64_t* values, int64_t count
   }
 }
 
+bool HomeIsMappedCuda(const void* home, int device) {
+  const ScopedDevice on_device(device);
+  cudaPointerAttributes attributes{};
+  CudaCheckForOp(cudaPointerGetAttributes(&attributes, home),
+                 "cudaPointerGetAttributes of the home", "CachedTbe");
+  return attributes.type != cudaMemoryTypeManaged;
+}
+
 void ReadDeviceCuda(const int64_t* from, int64_t* to, int64_t count, int device) {
   const ScopedDevice on_device(device);
   CudaCheckForOp(cudaMemcpy(to, from, count * sizeof(int64_t), cudaMemcpyDeviceToHost),

@@ -38,6 +38,7 @@ void InitializeCuda(const CacheArgs&, const int64_t*, int64_t, int64_t*, int64_t
                     void*) {
   NoCuda("CachedTbe");
 }
+bool HomeIsMappedCuda(const void*, int) { NoCuda("CachedTbe"); }
 void ReadDeviceCuda(const int64_t*, int64_t*, int64_t, int) { NoCuda("CachedTbe::Stats"); }
 
 }  // namespace ember::cache::internal

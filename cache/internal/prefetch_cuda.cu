@@ -252,9 +252,14 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
       if (Lane() == leader) at = atomicAdd(moves.count, __popc(filling));
       at = __shfl_sync(kFullMask, at, leader) + __popc(filling & LanesBelow());
       if (fills) {
-        moves.rows[at] = row;
+        moves.rows[at] = evicted;  // kEmpty when the way was empty
         moves.slots[at] = static_cast<uint32_t>(slot);
       }
+    }
+    if (fills) {
+      cache.tags[slot] = row;
+      cache.timestamps[slot] = timestep;
+      cache.locks[slot] = 1;
     }
     WarpAppend(where.locked, where.num_locked, fills, static_cast<int32_t>(slot));
     if (in_run) where.slot_of[begin + positions[j]] = static_cast<int32_t>(slot);
@@ -289,43 +294,21 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
   }
 }
 
-// Moves a warp keeps in flight: with every resident warp holding this
-// many rows, reads of host memory cover the link's latency (one row a warp
-// filled about half of the measured host-to-GPU bandwidth).
+// Rows a warp keeps in flight: with every resident warp holding this many,
+// reads of host memory cover the link's latency.
 constexpr int kRowsInFlight = 4;
 
-// One move's rows: the slot's, the evicted row's home (none for an empty
-// slot: no bytes) and the new row's home.
-struct RowMove {
-  char* slot = nullptr;
-  char* old_home = nullptr;
-  const char* new_home = nullptr;
-  int64_t old_bytes = 0;
-  int64_t new_bytes = 0;
+// A lane's row to copy: `bytes` (0: none) from `from` to `to`.
+struct RowCopy {
+  const char* from = nullptr;
+  char* to = nullptr;
+  int64_t bytes = 0;
 };
 
-__device__ RowMove RowMoveOf(const CacheArgs& cache, const Moves& moves, int64_t f) {
-  const int64_t slot = moves.slots[f];
-  const int64_t old_row = cache.tags[slot];  // still the evicted row's tag
-  const int64_t new_row = moves.rows[f];
-  const int new_table = TableOf(cache, new_row);
-  RowMove m;
-  m.slot = SlotRowAt(cache, slot);
-  m.new_home = HomeRowAt(cache, new_table, new_row);
-  m.new_bytes = RowBytes(cache, new_table);
-  if (old_row != kEmpty) {
-    const int old_table = TableOf(cache, old_row);
-    m.old_home = HomeRowAt(cache, old_table, old_row);
-    m.old_bytes = RowBytes(cache, old_table);
-  }
-  return m;
-}
-
-// Whether every address and size of the move is a multiple of 16 bytes.
-__device__ bool IsWide(const RowMove& m) {
-  const auto bits = reinterpret_cast<uintptr_t>(m.slot) | reinterpret_cast<uintptr_t>(m.old_home) |
-                    reinterpret_cast<uintptr_t>(m.new_home) |
-                    static_cast<uintptr_t>(m.old_bytes | m.new_bytes);
+// Whether both addresses and the size are multiples of 16 bytes.
+__device__ bool IsWide(const RowCopy& c) {
+  const auto bits = reinterpret_cast<uintptr_t>(c.from) | reinterpret_cast<uintptr_t>(c.to) |
+                    static_cast<uintptr_t>(c.bytes);
   return bits % 16 == 0;
 }
 
@@ -336,80 +319,101 @@ __device__ T* ShflPointer(T* p, int u) {
   return reinterpret_cast<T*>(static_cast<uintptr_t>(__shfl_sync(kFullMask, bits, u)));
 }
 
-// Moves [first, first + n), n <= kRowsInFlight, with the whole warp (lane u
-// knows move u's rows): each evicted row home and each new row into its
-// slot (a lane reads a slot's word before it writes it), then the slots'
-// state.
-__device__ void MoveRows(const CacheArgs& cache, const Moves& moves, int64_t timestep,
-                         int64_t first, int n) {
-  RowMove mine;
-  if (Lane() < n) mine = RowMoveOf(cache, moves, first + Lane());
-  const bool wide = __all_sync(kFullMask, IsWide(mine));
-  if (!wide) {
-    for (int u = 0; u < n; ++u) {
-      char* slot = ShflPointer(mine.slot, u);
-      char* old_home = ShflPointer(mine.old_home, u);
-      if (old_home != nullptr) {
-        WarpCopy(slot, old_home, __shfl_sync(kFullMask, mine.old_bytes, u));
-        __syncwarp();  // the slot is read out before it is written
-      }
-      WarpCopy(ShflPointer(mine.new_home, u), slot, __shfl_sync(kFullMask, mine.new_bytes, u));
+// The copies of lanes 0 .. kCopies - 1, with the whole warp: in 16-byte
+// words, every row's loads issued before any store, where all are 16-byte
+// aligned; otherwise one row at a time (WarpCopy) in lane order. Either way
+// a copy reads its source before any later lane's copy writes it.
+template <int kCopies>
+__device__ void WarpCopyRows(const RowCopy& mine) {
+  if (!__all_sync(kFullMask, IsWide(mine))) {
+    for (int u = 0; u < kCopies; ++u) {
+      WarpCopy(ShflPointer(mine.from, u), ShflPointer(mine.to, u),
+               __shfl_sync(kFullMask, mine.bytes, u));
+      // Read out before the next copy writes: its lanes may split the row
+      // into words of another size.
+      __syncwarp();
     }
-  } else {
-    // 16-byte words of the longest row (a row's words fit 32 bits: a set of
-    // 32 rows lives in GPU memory).
-    const auto longest = static_cast<unsigned>(max(mine.old_bytes, mine.new_bytes) / 16);
-    const int64_t words = __reduce_max_sync(kFullMask, longest);
-    for (int64_t base = 0; base < words; base += kWarp) {  // every lane, for the shuffles
-      const int64_t at = (base + Lane()) * 16;
-      int4 old_word[kRowsInFlight];
-      int4 new_word[kRowsInFlight];
-#pragma unroll
-      for (int u = 0; u < kRowsInFlight; ++u) {
-        const char* slot = ShflPointer(mine.slot, u);
-        const char* new_home = ShflPointer(mine.new_home, u);
-        if (at < __shfl_sync(kFullMask, mine.old_bytes, u)) {
-          old_word[u] = *reinterpret_cast<const int4*>(slot + at);
-        }
-        if (at < __shfl_sync(kFullMask, mine.new_bytes, u)) {
-          new_word[u] = *reinterpret_cast<const int4*>(new_home + at);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kRowsInFlight; ++u) {
-        char* slot = ShflPointer(mine.slot, u);
-        char* old_home = ShflPointer(mine.old_home, u);
-        if (at < __shfl_sync(kFullMask, mine.old_bytes, u)) {
-          *reinterpret_cast<int4*>(old_home + at) = old_word[u];
-        }
-        if (at < __shfl_sync(kFullMask, mine.new_bytes, u)) {
-          *reinterpret_cast<int4*>(slot + at) = new_word[u];
-        }
-      }
-    }
+    return;
   }
-  if (Lane() < n) {
-    const int64_t f = first + Lane();
-    const int64_t slot = moves.slots[f];
-    cache.tags[slot] = moves.rows[f];
-    cache.timestamps[slot] = timestep;
-    cache.locks[slot] = 1;
+  // 16-byte words of the longest row (a row's words fit 32 bits: a set of
+  // 32 rows lives in GPU memory).
+  const int64_t words = __reduce_max_sync(kFullMask, static_cast<unsigned>(mine.bytes / 16));
+  for (int64_t base = 0; base < words; base += kWarp) {  // every lane, for the shuffles
+    const int64_t at = (base + Lane()) * 16;
+    int4 word[kCopies];
+#pragma unroll
+    for (int u = 0; u < kCopies; ++u) {
+      const char* from = ShflPointer(mine.from, u);
+      if (at < __shfl_sync(kFullMask, mine.bytes, u)) {
+        word[u] = *reinterpret_cast<const int4*>(from + at);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kCopies; ++u) {
+      char* to = ShflPointer(mine.to, u);
+      if (at < __shfl_sync(kFullMask, mine.bytes, u)) *reinterpret_cast<int4*>(to + at) = word[u];
+    }
   }
 }
 
-// Warps take kRowsInFlight moves at a time. Moves are of distinct slots,
-// and an evicted row (cached) is never a new row (missing), so no two
-// moves touch the same bytes.
-__global__ void __launch_bounds__(kBlockThreads, 3)
-    MoveKernel(const CacheArgs cache, const Moves moves, int64_t timestep, const Header* header) {
+// How a pass's rows move. A host-mapped home is read and written through
+// small address translations: its rows move in home order, one direction
+// at a time (kWriteBack over the moves in the evicted rows' order, then
+// kFill in the new rows' order; a kernel apart, so that every slot is read
+// out before it is filled). A managed home is mapped in large pages: both
+// directions at once in one kernel, unsorted (kMove), keep the link busy
+// both ways.
+enum class CopyStep { kWriteBack, kFill, kMove };
+
+// Warps take kRowsInFlight moves at a time (kMove: lanes 0.. write the
+// moves' evicted rows back, lanes kRowsInFlight.. fill their slots). Moves
+// are of distinct slots, and an evicted row (cached) is never a new row
+// (missing), so no two moves touch the same bytes. The write-back leaves
+// each move's new row (its slot's tag) in place of the evicted one, for the
+// fill's sort.
+template <CopyStep kStep>
+__global__ void __launch_bounds__(kBlockThreads, 4)
+    CopyRowsKernel(const CacheArgs cache, const Moves moves, const Header* header) {
+  constexpr int kCopies = kStep == CopyStep::kMove ? 2 * kRowsInFlight : kRowsInFlight;
   if (header->fault_key != kNoFaultKey) return;
   const auto count = static_cast<int64_t>(*moves.count);
   const int64_t warps = int64_t{gridDim.x} * kBlockWarps;
   const int64_t warp = int64_t{blockIdx.x} * kBlockWarps + threadIdx.x / kWarp;
+  const bool fills =
+      kStep == CopyStep::kFill || (kStep == CopyStep::kMove && Lane() >= kRowsInFlight);
   for (int64_t first = warp * kRowsInFlight; first < count; first += warps * kRowsInFlight) {
-    const int64_t n = min(count - first, int64_t{kRowsInFlight});
-    MoveRows(cache, moves, timestep, first, static_cast<int>(n));
+    const int64_t f = first + Lane() % kRowsInFlight;
+    const bool mine = Lane() < kCopies && f < count;
+    RowCopy copy;
+    int64_t slot = 0;
+    if (mine) {
+      slot = moves.slots[f];
+      const int64_t row = kStep == CopyStep::kMove && fills ? cache.tags[slot] : moves.rows[f];
+      if (row != kEmpty) {
+        const int table = TableOf(cache, row);
+        char* home = HomeRowAt(cache, table, row);
+        char* cached = SlotRowAt(cache, slot);
+        copy.from = fills ? home : cached;
+        copy.to = fills ? cached : home;
+        copy.bytes = RowBytes(cache, table);
+      }
+    }
+    WarpCopyRows<kCopies>(copy);
+    if (kStep == CopyStep::kWriteBack && mine) moves.rows[f] = cache.tags[slot];
   }
+}
+
+// The moves in home order: sorted from buffer `at` into one of the two,
+// whose index it returns (the other is free again).
+int SortMoves(const MissSort& sort, int64_t* const rows[2], uint32_t* const slots[2], int at,
+              cudaStream_t stream) {
+  MissSort by_home = sort;
+  by_home.by_home = true;
+  for (int b = 0; b < 2; ++b) {
+    by_home.rows[b] = rows[(at + b) % 2];
+    by_home.positions[b] = slots[(at + b) % 2];
+  }
+  return (at + SortMissesCuda(by_home, kOp, stream)) % 2;
 }
 
 // A thread per (table, field): the step's tallies summed into this step's
@@ -420,9 +424,13 @@ __global__ void FinishKernel(const CacheArgs cache, const Header* header) {
   const int64_t fields = int64_t{cache.num_tables} * kStatFields;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < fields; i += stride) {
+    int64_t tally[kStatTallies];  // every load in flight before the stores
+#pragma unroll
+    for (int t = 0; t < kStatTallies; ++t) tally[t] = cache.stat_tallies[t * fields + i];
     int64_t sum = 0;
+#pragma unroll
     for (int t = 0; t < kStatTallies; ++t) {
-      sum += cache.stat_tallies[t * fields + i];
+      sum += tally[t];
       cache.stat_tallies[t * fields + i] = 0;
     }
     cache.stats_step[i] = sum;
@@ -486,24 +494,29 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
     CudaCheckLaunch("ProbeKernel", kOp);
     sort.count = misses;
     const int sorted = SortMissesCuda(sort, kOp, s);
-    const Moves moves{&sc.header->moves, sc.rows[1 - sorted], sc.positions[1 - sorted]};
     InsertKernel<<<GridFor(end - begin, kBlockThreads, 4096), kBlockThreads, 0, s>>>(
-        cache, where, moves, timestep, begin, misses, &sc.header->misses[(pass + 1) % 2], sc.header,
-        sc.rows[sorted], sc.positions[sorted]);
+        cache, where, Moves{&sc.header->moves, sc.rows[1 - sorted], sc.positions[1 - sorted]},
+        timestep, begin, misses, &sc.header->misses[(pass + 1) % 2], sc.header, sc.rows[sorted],
+        sc.positions[sorted]);
     CudaCheckLaunch("InsertKernel", kOp);
-    // The moves in home order, the sorted misses' buffers now free.
-    MissSort by_home = sort;
-    by_home.by_home = true;
-    by_home.count = moves.count;
-    by_home.rows[0] = moves.rows;
-    by_home.rows[1] = sc.rows[sorted];
-    by_home.positions[0] = moves.slots;
-    by_home.positions[1] = sc.positions[sorted];
-    const int in_order = SortMissesCuda(by_home, kOp, s);
-    const Moves ordered{moves.count, by_home.rows[in_order], by_home.positions[in_order]};
-    MoveKernel<<<GridFor(end - begin, kBlockWarps * kRowsInFlight, 2048), kBlockThreads, 0, s>>>(
-        cache, ordered, timestep, sc.header);
-    CudaCheckLaunch("MoveKernel", kOp);
+    // The moves, in the buffers the sorted misses leave free.
+    const unsigned copy_grid = GridFor(end - begin, kBlockWarps * kRowsInFlight, 2048);
+    if (!cache.home_mapped) {
+      CopyRowsKernel<CopyStep::kMove><<<copy_grid, kBlockThreads, 0, s>>>(
+          cache, Moves{&sc.header->moves, sc.rows[1 - sorted], sc.positions[1 - sorted]},
+          sc.header);
+      CudaCheckLaunch("CopyRowsKernel (move)", kOp);
+      continue;
+    }
+    sort.count = &sc.header->moves;
+    int at = SortMoves(sort, sc.rows, sc.positions, 1 - sorted, s);
+    CopyRowsKernel<CopyStep::kWriteBack><<<copy_grid, kBlockThreads, 0, s>>>(
+        cache, Moves{&sc.header->moves, sc.rows[at], sc.positions[at]}, sc.header);
+    CudaCheckLaunch("CopyRowsKernel (write-back)", kOp);
+    at = SortMoves(sort, sc.rows, sc.positions, at, s);
+    CopyRowsKernel<CopyStep::kFill><<<copy_grid, kBlockThreads, 0, s>>>(
+        cache, Moves{&sc.header->moves, sc.rows[at], sc.positions[at]}, sc.header);
+    CudaCheckLaunch("CopyRowsKernel (fill)", kOp);
   }
   FinishKernel<<<GridFor(int64_t{cache.num_tables} * kStatFields, kBlockThreads), kBlockThreads, 0,
                  s>>>(cache, sc.header);
