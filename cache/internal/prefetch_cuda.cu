@@ -6,9 +6,8 @@
 //     fault record (by the next kernel) and every later kernel returns at
 //     once, so nothing changes, as the CPU throws before changing anything.
 //  2. Zero this step's statistics and the locked count. Kernels count into
-//     the statistics' tallies (cache_args.h), which FinishKernel sums into
-//     them after the last pass.
-//  3. Per pass over the chunk [begin, end), five launches:
+//     the statistics' tallies (cache_args.h).
+//  3. Per pass over the chunk [begin, end):
 //     a. Probe (a warp per 32 indices): each index's linear id (`requested`
 //        comes from the offsets, a table at a time); the warp reads each
 //        row's set (32 tags, two cache lines) in one load. A hit is taken
@@ -22,17 +21,17 @@
 //        the set's eligible ways by VictimKey (WarpVictimRank), walks the
 //        run's distinct rows in increasing id, counts each (unique,
 //        unique_misses, LFU's count), gives the first ones the victims in
-//        order and counts the rest as conflict misses; writes the locations
-//        of the run's indices and lists each fill (slot, new row) as a
-//        move. Sets are independent (a row lives in one set; a victim is
-//        cached, a miss is not), so warps need no ordering among
-//        themselves. The slots' tags stay as they were until d.
-//     d. Sort the moves in home order (the new rows' high bits), so that
-//        the rows read at once lie close together in host memory.
-//     e. Move (a warp per kRowsInFlight moves): each move's evicted row
-//        (the slot's tag) goes home and the new row in, every row of the
-//        warp's moves in flight at once; then the slot takes its new tag,
-//        timestamp and lock.
+//        order (each slot its new tag, timestamp and lock) and counts the
+//        rest as conflict misses; writes the locations of the run's indices
+//        and lists each fill (slot, evicted row) as a move. Sets are
+//        independent (a row lives in one set; a victim is cached, a miss is
+//        not), so warps need no ordering among themselves.
+//     d. The rows of the moves (CopyStep): for a host-mapped home, the moves
+//        sorted in the evicted rows' home order, the evicted rows written
+//        home, the moves sorted in the new rows' home order, the new rows
+//        copied in (four launches); for a managed home, one unsorted kernel
+//        both ways. A warp keeps kRowsInFlight moves' rows in flight.
+//  4. Sum the statistics' tallies (FinishKernel).
 // The result equals PrefetchCpu's in every slot, tag, timestamp, lock,
 // location and statistic; only the order of `locked` may differ.
 //
