@@ -61,31 +61,25 @@ PooledExchange::PooledExchange(engine::Engine& engine, const ShardLayout& layout
 }
 
 void PooledExchange::Unpack(const Tensor& received, Tensor& out) {
-  if (ctx_.is_gpu()) {
-    engine_.PushSync([plan = View(layout_, plan_.data<int32_t>()), from = received.data<float>(),
-                      to = out.data<float>()](
-                         engine::RunContext rc) { LaunchUnpackPooled(plan, from, to, rc.stream); },
-                     {received.var(), plan_.var()}, {out.var()},
-                     {.ctx = ctx_, .name = "PooledExchange::Unpack"});
-    return;
-  }
-  engine_.PushSync([&l = layout_, from = Span<const float>(received),
-                    to = Span<float>(out)](engine::RunContext) { l.UnpackPooled(from, to); },
-                   {received.var()}, {out.var()}, {.name = "PooledExchange::Unpack"});
+  PushMove("PooledExchange::Unpack", received, out, LaunchUnpackPooled, &ShardLayout::UnpackPooled);
 }
 
 void PooledExchange::PackGrads(const Tensor& grads, Tensor& send) {
+  PushMove("PooledExchange::PackGrads", grads, send, LaunchPackGrads, &ShardLayout::PackGrads);
+}
+
+void PooledExchange::PushMove(const char* name, const Tensor& from, Tensor& to, GpuMove gpu,
+                              CpuMove cpu) {
   if (ctx_.is_gpu()) {
-    engine_.PushSync([plan = View(layout_, plan_.data<int32_t>()), from = grads.data<float>(),
-                      to = send.data<float>()](
-                         engine::RunContext rc) { LaunchPackGrads(plan, from, to, rc.stream); },
-                     {grads.var(), plan_.var()}, {send.var()},
-                     {.ctx = ctx_, .name = "PooledExchange::PackGrads"});
+    engine_.PushSync(
+        [plan = View(layout_, plan_.data<int32_t>()), f = from.data<float>(), t = to.data<float>(),
+         gpu](engine::RunContext rc) { gpu(plan, f, t, rc.stream); },
+        {from.var(), plan_.var()}, {to.var()}, {.ctx = ctx_, .name = name});
     return;
   }
-  engine_.PushSync([&l = layout_, from = Span<const float>(grads),
-                    to = Span<float>(send)](engine::RunContext) { l.PackGrads(from, to); },
-                   {grads.var()}, {send.var()}, {.name = "PooledExchange::PackGrads"});
+  engine_.PushSync([&l = layout_, f = Span<const float>(from), t = Span<float>(to),
+                    cpu](engine::RunContext) { (l.*cpu)(f, t); },
+                   {from.var()}, {to.var()}, {.name = name});
 }
 
 }  // namespace ember::train

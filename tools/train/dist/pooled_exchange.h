@@ -12,11 +12,15 @@
 //
 // Thread safety: one thread pushes (the rank's).
 
+#include <span>
+
 #include "engine/engine.h"
 #include "storage/tensor.h"
 #include "tools/train/dist/shard_layout.h"
 
 namespace ember::train {
+
+struct DeviceColumnPlan;  // pooled_exchange_kernels.h
 
 class PooledExchange {
  public:
@@ -32,6 +36,14 @@ class PooledExchange {
   void PackGrads(const storage::Tensor& grads, storage::Tensor& send);
 
  private:
+  // The kernel of a move, and the layout's CPU twin of it.
+  using GpuMove = void (*)(const DeviceColumnPlan&, const float*, float*, void*);
+  using CpuMove = void (ShardLayout::*)(std::span<const float>, std::span<float>) const;
+  // Pushes one move of `from` into `to`: the kernel on a GPU (reading the
+  // column plan too), the layout's function on the CPU.
+  void PushMove(const char* name, const storage::Tensor& from, storage::Tensor& to, GpuMove gpu,
+                CpuMove cpu);
+
   engine::Engine& engine_;
   const ShardLayout& layout_;
   const engine::Context ctx_;
