@@ -197,7 +197,8 @@ class Engine {
 
   // Pushes an async op: `fn` runs once its dependencies allow and must call
   // on_start() before touching data and on_complete() exactly once. Blocks
-  // only while max_in_flight ops are pending, and never on an engine worker.
+  // only while max_in_flight ops are pending (and polls briefly past
+  // pace_in_flight while they finish), never on an engine worker.
   // Throws InvalidArgument for a stale or foreign var, Unavailable for a
   // context this engine has no workers for.
   virtual void PushAsync(AsyncFn fn, VarList const_vars, VarList mutable_vars,

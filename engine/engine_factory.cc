@@ -31,6 +31,7 @@ void Validate(const EngineOptions& options) {
   check("gpu_worker_spin_us", options.gpu_worker_spin_us, 0);
   check("cpu_worker_spin_us", options.cpu_worker_spin_us, 0);
   check("max_in_flight", options.max_in_flight, 1);
+  check("pace_in_flight", options.pace_in_flight, 0);
   check("bulk_size", options.bulk_size, 0);
 }
 

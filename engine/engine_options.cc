@@ -86,6 +86,7 @@ EngineOptions EngineOptions::FromEnv() {
       {"EMBER_GPU_WORKER_SPIN_US", &options.gpu_worker_spin_us, 0, 1 << 20},
       {"EMBER_CPU_WORKER_SPIN_US", &options.cpu_worker_spin_us, 0, 1 << 20},
       {"EMBER_ENGINE_MAX_INFLIGHT", &options.max_in_flight, 1, 1 << 30},
+      {"EMBER_ENGINE_PACE_INFLIGHT", &options.pace_in_flight, 0, 1 << 30},
       {"EMBER_ENGINE_BULK_SIZE", &options.bulk_size, 0, 1 << 20},
   };
   for (const auto& knob : knobs)

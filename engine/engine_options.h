@@ -54,6 +54,12 @@ struct EngineOptions {
   // Bound on pushed-but-unfinished ops. A thread that is not an engine worker
   // blocks in Push* while this many are in flight; workers never block.
   int max_in_flight = 1 << 16;
+  // Past this many pushed-but-unfinished ops (0: never), a thread that may
+  // block in Push* polls until the backlog has drained to three quarters of
+  // it, so that the ops it queues are still in cache when a worker runs
+  // them. It never sleeps for it, and stops pacing while no op finishes
+  // (a long op, or one waiting for the pusher), so pacing cannot deadlock.
+  int pace_in_flight = 1024;
   int bulk_size = 0;  // default per-thread bulk size of PushSync (0: off)
   // When set, the engine writes a Chrome-trace profile of every op here when
   // it is destroyed (see docs/profiling.md).

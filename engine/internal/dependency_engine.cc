@@ -90,7 +90,7 @@ DependencyEngine::DependencyEngine(const EngineOptions& options)
       fork_generation_(ForkGeneration()),
       id_(NextEngineId()),
       vars_(static_cast<uint16_t>(id_ % 0xFFFF + 1)),
-      in_flight_(options.max_in_flight),
+      in_flight_(options.max_in_flight, options.pace_in_flight),
       profiler_(options.profile_path.empty() ? nullptr
                                              : std::make_unique<Profiler>(options.profile_path)),
       backend_(MakeGpuBackend(options)),

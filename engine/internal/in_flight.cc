@@ -1,18 +1,60 @@
 #include "engine/internal/in_flight.h"
 
 #include <algorithm>
+#include <thread>
+
+#include "engine/base/spin_lock.h"
 
 namespace ember::engine::internal {
 
-InFlight::InFlight(int64_t bound)
-    : bound_(bound), low_water_(std::max<int64_t>(1, bound * 3 / 4)) {}
+namespace {
+
+// How long a paced pusher waits for a finish before it stops pacing: a
+// backlog of ops short enough for pacing to matter finishes one in well under
+// a microsecond.
+constexpr auto kPaceStall = std::chrono::microseconds(20);
+// Pauses between two reads of the finishers' counter: each read pulls its
+// cache line from the finishing worker.
+constexpr int kPacePauses = 16;
+
+}  // namespace
+
+InFlight::InFlight(int64_t bound, int64_t pace)
+    : bound_(bound),
+      low_water_(std::max<int64_t>(1, bound * 3 / 4)),
+      pace_(pace > 0 ? std::min(pace, bound) : bound),
+      pace_low_(std::max<int64_t>(1, pace_ * 3 / 4)) {}
 
 void InFlight::Admit(bool may_block) {
   const int64_t admitted = admitted_.fetch_add(1) + 1;
-  if (!may_block || admitted - finished_hint_.load(std::memory_order_relaxed) <= bound_) return;
+  if (!may_block || admitted - finished_hint_.load(std::memory_order_relaxed) <= pace_) return;
   const int64_t finished = finished_.load();
   finished_hint_.store(finished, std::memory_order_relaxed);
-  if (admitted - finished > bound_) WaitBelowBound();
+  if (admitted - finished > bound_) {
+    WaitBelowBound();
+  } else if (admitted - finished > pace_) {
+    Pace(admitted, finished);
+  }
+}
+
+void InFlight::Pace(int64_t admitted, int64_t finished) {
+  if (stalled_at_.load(std::memory_order_relaxed) == finished) return;  // still stalled
+  const int64_t target = admitted - pace_low_;
+  auto last_finish = std::chrono::steady_clock::now();
+  while (finished < target) {
+    for (int i = 0; i < kPacePauses; ++i) CpuRelax();
+    const int64_t now_finished = finished_.load(std::memory_order_relaxed);
+    const auto now = std::chrono::steady_clock::now();
+    if (now_finished != finished) {
+      finished = now_finished;
+      last_finish = now;
+    } else if (now - last_finish > kPaceStall) {
+      stalled_at_.store(finished, std::memory_order_relaxed);
+      break;
+    }
+    std::this_thread::yield();  // for a worker that shares this core
+  }
+  finished_hint_.store(finished, std::memory_order_relaxed);
 }
 
 void InFlight::WaitBelowBound() {

@@ -63,6 +63,7 @@ TEST(EngineOptionsTest, KnobsComeFromTheEnvironment) {
   ScopedEnv prio("EMBER_CPU_PRIORITY_NTHREADS", "5");
   ScopedEnv pool("EMBER_NUM_WORKER_THREADS", "7");
   ScopedEnv bound("EMBER_ENGINE_MAX_INFLIGHT", "1000");
+  ScopedEnv pace("EMBER_ENGINE_PACE_INFLIGHT", "0");
   ScopedEnv bulk("EMBER_ENGINE_BULK_SIZE", "16");
   ScopedEnv gpu("EMBER_GPU_WORKER_NTHREADS", "4");
   ScopedEnv copies("EMBER_GPU_COPY_NTHREADS", "2");
@@ -78,6 +79,7 @@ TEST(EngineOptionsTest, KnobsComeFromTheEnvironment) {
   EXPECT_EQ(options.cpu_priority_workers, 5);
   EXPECT_EQ(options.pool_workers, 7);
   EXPECT_EQ(options.max_in_flight, 1000);
+  EXPECT_EQ(options.pace_in_flight, 0);
   EXPECT_EQ(options.bulk_size, 16);
   EXPECT_EQ(options.gpu_workers, 4);
   EXPECT_EQ(options.gpu_copy_workers, 2);

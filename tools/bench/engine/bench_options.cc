@@ -34,7 +34,8 @@ std::string GpuOptionsJson(const GpuBenchOptions& gpu) {
 }  // namespace
 
 engine::EngineOptions EngineOptionsFor(const std::string& name, int pool_workers, int cpu_workers) {
-  engine::EngineOptions engine_options = engine::ParseEngineType(name);
+  engine::EngineOptions engine_options =
+      engine::ParseEngineType(name, engine::EngineOptions::FromEnv());
   engine_options.pool_workers = pool_workers;
   engine_options.cpu_workers = cpu_workers;
   return engine_options;
