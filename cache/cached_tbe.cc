@@ -40,10 +40,11 @@ void CheckOptions(const CacheOptions& options) {
     throw InvalidArgument(
         fmt::format("[CachedTbe] load_factor {} must be positive", options.load_factor));
   }
-  if (options.cache_bytes < 0 || options.prefetch_temp_bytes < 0) {
-    throw InvalidArgument(
-        fmt::format("[CachedTbe] cache_bytes {} and prefetch_temp_bytes {} must not be negative",
-                    options.cache_bytes, options.prefetch_temp_bytes));
+  if (options.cache_bytes < 0 || options.prefetch_temp_bytes < 0 || options.staging_bytes < 0) {
+    throw InvalidArgument(fmt::format(
+        "[CachedTbe] cache_bytes {}, prefetch_temp_bytes {} and staging_bytes {} must not be "
+        "negative",
+        options.cache_bytes, options.prefetch_temp_bytes, options.staging_bytes));
   }
   if (options.prefetch_passes < 1) {
     throw InvalidArgument(
@@ -130,14 +131,29 @@ CachedTbe::CachedTbe(engine::Engine& engine, ops::TbeTables tables, const CacheO
   }
   tables_meta_ = Tensor::Empty(engine_, device_memory_, {internal::TableArrayElements(tables_)},
                                DType::kI64, ctx);
-  args_ = std::make_shared<const CacheArgs>(internal::MakeCacheArgs(
-      tables_, options_, num_sets_, slot_dim_, home_, slots_, state_, counts_, tables_meta_));
+  CacheArgs args = internal::MakeCacheArgs(tables_, options_, num_sets_, slot_dim_, home_, slots_,
+                                           state_, counts_, tables_meta_);
+  if (args.home_mapped) AddStaging(args);
+  args_ = std::make_shared<const CacheArgs>(args);
   internal::PushInitialize(engine_, tables_, args_, tables_meta_, state_, counts_);
 }
 
 CachedTbe::~CachedTbe() = default;  // the tensors delete themselves through the engine
 
 int64_t CachedTbe::num_slots() const { return num_sets_ * kWays; }
+
+// Staging rows of a slot's bytes, then the linear id per row; none when
+// staging_bytes holds less than one.
+void CachedTbe::AddStaging(CacheArgs& args) {
+  const int64_t row_bytes = slot_dim_ * static_cast<int64_t>(storage::SizeOf(options_.dtype));
+  const int64_t rows = options_.staging_bytes / (row_bytes + 8);
+  if (rows == 0) return;
+  const int64_t row_words = (rows * row_bytes + 7) / 8;
+  staging_ = Tensor::Empty(engine_, device_memory_, {row_words + rows}, DType::kI64, options_.ctx);
+  args.staging = staging_.data();
+  args.staged_rows = staging_.data<int64_t>() + row_words;
+  args.staging_capacity = rows;
+}
 
 int CachedTbe::PassesFor(int64_t num_indices) const {
   if (options_.prefetch_temp_bytes <= 0) return options_.prefetch_passes;

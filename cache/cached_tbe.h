@@ -181,6 +181,7 @@ class CachedTbe {
                   const CacheLocations* locations) const;
   CacheStats ReadStats(bool total);
   storage::Tensor& OptimizerState(storage::Tensor& state, int64_t elements);
+  void AddStaging(internal::CacheArgs& args);
 
   engine::Engine& engine_;
   const ops::TbeTables tables_;
@@ -194,6 +195,7 @@ class CachedTbe {
   storage::Tensor state_;        // i64: tags, timestamps, locks, stats
   storage::Tensor counts_;       // LFU: i64 per row, at home; empty for LRU
   storage::Tensor tables_meta_;  // the TbeTables arrays, on the cache's context
+  storage::Tensor staging_;      // a mapped home's write-back staging (CacheArgs)
   storage::Tensor accumulator_;
   storage::Tensor adam_m_;
   storage::Tensor adam_v_;

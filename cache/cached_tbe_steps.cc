@@ -129,6 +129,7 @@ void CachedTbe::Prefetch(const ops::TbeBatch& batch, CacheLocations& locations) 
   StepVars vars{{home_.var(), tables_meta_.var(), batch.indices->var(), batch.offsets->var()},
                 {state_.var(), locations.tensor().var()}};
   if (counts_) vars.writes.push_back(counts_.var());
+  if (staging_) vars.writes.push_back(staging_.var());
   const int passes = PassesFor(batch.indices->numel());
   const BatchArgs batch_args = BatchArgsOf(batch);
   const LocationArgs where = internal::LocationsIn(locations.tensor(), locations.capacity());

@@ -111,6 +111,12 @@ struct CacheArgs {
   // per statistic, added to by every warp, serialized the atomics: 0.7 ms
   // of a 1 ms insert kernel).
   int64_t* stat_tallies = nullptr;
+  // A mapped home's write-back staging (CacheOptions::staging_bytes):
+  // staging_capacity rows of slot_dim elements in device memory, and the
+  // linear id each holds for its way home (kEmpty: none).
+  void* staging = nullptr;
+  int64_t* staged_rows = nullptr;
+  int64_t staging_capacity = 0;
 };
 
 // One batch: the TBE layout of ops/embedding_bag.h (indices, T * B + 1

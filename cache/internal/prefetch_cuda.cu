@@ -27,10 +27,11 @@
 //        independent (a row lives in one set; a victim is cached, a miss is
 //        not), so warps need no ordering among themselves.
 //     d. The rows of the moves (CopyStep): for a host-mapped home, the moves
-//        sorted in the evicted rows' home order, the evicted rows written
-//        home, the moves sorted in the new rows' home order, the new rows
-//        copied in (four launches); for a managed home, one unsorted kernel
-//        both ways. A warp keeps kRowsInFlight moves' rows in flight.
+//        sorted in the evicted rows' home order, the evicted rows staged in
+//        device memory (or written home), the moves sorted in the new rows'
+//        home order, the new rows copied in while the staged rows go home
+//        (four launches); for a managed home, one unsorted kernel both
+//        ways. A warp keeps kRowsInFlight moves' rows in flight.
 //  4. Sum the statistics' tallies (FinishKernel).
 // The result equals PrefetchCpu's in every slot, tag, timestamp, lock,
 // location and statistic; only the order of `locked` may differ.
@@ -356,49 +357,89 @@ __device__ void WarpCopyRows(const RowCopy& mine) {
 }
 
 // How a pass's rows move. A host-mapped home is read and written through
-// small address translations: its rows move in home order, one direction
-// at a time (kWriteBack over the moves in the evicted rows' order, then
-// kFill in the new rows' order; a kernel apart, so that every slot is read
-// out before it is filled). A managed home is mapped in large pages: both
-// directions at once in one kernel, unsorted (kMove), keep the link busy
-// both ways.
-enum class CopyStep { kWriteBack, kFill, kMove };
+// small address translations: its rows move in home order, one order per
+// direction (the moves sorted by evicted row for the write-backs, then by
+// new row for the fills), and every slot is read out before it is filled:
+//  - with staging (CacheArgs::staging), kStage copies the first
+//    staging_capacity evicted rows into device memory (and writes the rest
+//    home), then kFillAndDrain fills the slots with half its warps while
+//    the other half writes the staged rows home: both directions at once;
+//  - without, kWriteBack and then kFill, a kernel apart.
+// A managed home is mapped in large pages: both directions at once in one
+// kernel, unsorted (kMove).
+enum class CopyStep { kWriteBack, kStage, kFill, kFillAndDrain, kMove };
+
+__device__ inline char* StagedRowAt(const CacheArgs& cache, int64_t f) {
+  return static_cast<char*>(cache.staging) + f * cache.slot_dim * ElementBytes(cache.row_type);
+}
+
+// Move f's copy: its slot's evicted row out (home, or staging row f) or
+// its new row in; none for an empty way.
+template <CopyStep kStep>
+__device__ RowCopy MoveCopy(const CacheArgs& cache, int64_t slot, int64_t row, bool fills,
+                            int64_t f) {
+  RowCopy copy;
+  if (row == kEmpty) return copy;
+  const int table = TableOf(cache, row);
+  char* home = HomeRowAt(cache, table, row);
+  char* cached = SlotRowAt(cache, slot);
+  if (kStep == CopyStep::kStage && f < cache.staging_capacity) home = StagedRowAt(cache, f);
+  copy.from = fills ? home : cached;
+  copy.to = fills ? cached : home;
+  copy.bytes = RowBytes(cache, table);
+  return copy;
+}
+
+// Staged row f's way home (kFillAndDrain's other half).
+__device__ RowCopy DrainCopy(const CacheArgs& cache, int64_t f) {
+  RowCopy copy;
+  const int64_t row = cache.staged_rows[f];
+  if (row == kEmpty) return copy;
+  const int table = TableOf(cache, row);
+  copy.from = StagedRowAt(cache, f);
+  copy.to = HomeRowAt(cache, table, row);
+  copy.bytes = RowBytes(cache, table);
+  return copy;
+}
 
 // Warps take kRowsInFlight moves at a time (kMove: lanes 0.. write the
-// moves' evicted rows back, lanes kRowsInFlight.. fill their slots). Moves
-// are of distinct slots, and an evicted row (cached) is never a new row
-// (missing), so no two moves touch the same bytes. The write-back leaves
-// each move's new row (its slot's tag) in place of the evicted one, for the
-// fill's sort.
+// moves' evicted rows back, lanes kRowsInFlight.. fill their slots;
+// kFillAndDrain: even warps fill, odd warps drain the staging). Moves are of
+// distinct slots, and an evicted row (cached) is never a new row (missing),
+// so no two moves touch the same bytes. The write-back (and the staging)
+// leaves each move's new row (its slot's tag) in place of the evicted one,
+// for the fill's sort.
 template <CopyStep kStep>
 __global__ void __launch_bounds__(kBlockThreads, 4)
     CopyRowsKernel(const CacheArgs cache, const Moves moves, const Header* header) {
   constexpr int kCopies = kStep == CopyStep::kMove ? 2 * kRowsInFlight : kRowsInFlight;
+  constexpr bool kHalves = kStep == CopyStep::kFillAndDrain;
+  constexpr bool kOut = kStep == CopyStep::kWriteBack || kStep == CopyStep::kStage;
   if (header->fault_key != kNoFaultKey) return;
-  const auto count = static_cast<int64_t>(*moves.count);
-  const int64_t warps = int64_t{gridDim.x} * kBlockWarps;
-  const int64_t warp = int64_t{blockIdx.x} * kBlockWarps + threadIdx.x / kWarp;
-  const bool fills =
-      kStep == CopyStep::kFill || (kStep == CopyStep::kMove && Lane() >= kRowsInFlight);
+  const auto moved = static_cast<int64_t>(*moves.count);
+  const int64_t all_warps = int64_t{gridDim.x} * kBlockWarps;
+  const int64_t any_warp = int64_t{blockIdx.x} * kBlockWarps + threadIdx.x / kWarp;
+  const bool drains = kHalves && any_warp % 2 == 1;
+  const int64_t warps = kHalves ? all_warps / 2 : all_warps;
+  const int64_t warp = kHalves ? any_warp / 2 : any_warp;
+  const int64_t count = drains && cache.staging_capacity < moved ? cache.staging_capacity : moved;
+  const bool fills = kStep == CopyStep::kFill || (kHalves && !drains) ||
+                     (kStep == CopyStep::kMove && Lane() >= kRowsInFlight);
   for (int64_t first = warp * kRowsInFlight; first < count; first += warps * kRowsInFlight) {
     const int64_t f = first + Lane() % kRowsInFlight;
     const bool mine = Lane() < kCopies && f < count;
     RowCopy copy;
     int64_t slot = 0;
-    if (mine) {
+    if (mine && drains) {
+      copy = DrainCopy(cache, f);
+    } else if (mine) {
       slot = moves.slots[f];
       const int64_t row = kStep == CopyStep::kMove && fills ? cache.tags[slot] : moves.rows[f];
-      if (row != kEmpty) {
-        const int table = TableOf(cache, row);
-        char* home = HomeRowAt(cache, table, row);
-        char* cached = SlotRowAt(cache, slot);
-        copy.from = fills ? home : cached;
-        copy.to = fills ? cached : home;
-        copy.bytes = RowBytes(cache, table);
-      }
+      copy = MoveCopy<kStep>(cache, slot, row, fills, f);
+      if (kStep == CopyStep::kStage && f < cache.staging_capacity) cache.staged_rows[f] = row;
     }
     WarpCopyRows<kCopies>(copy);
-    if (kStep == CopyStep::kWriteBack && mine) moves.rows[f] = cache.tags[slot];
+    if (kOut && mine) moves.rows[f] = cache.tags[slot];
   }
 }
 
@@ -509,13 +550,26 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
     }
     sort.count = &sc.header->moves;
     int at = SortMoves(sort, sc.rows, sc.positions, 1 - sorted, s);
-    CopyRowsKernel<CopyStep::kWriteBack><<<copy_grid, kBlockThreads, 0, s>>>(
-        cache, Moves{&sc.header->moves, sc.rows[at], sc.positions[at]}, sc.header);
-    CudaCheckLaunch("CopyRowsKernel (write-back)", kOp);
+    const bool staged = cache.staging_capacity > 0;
+    const Moves out{&sc.header->moves, sc.rows[at], sc.positions[at]};
+    if (staged) {
+      CopyRowsKernel<CopyStep::kStage><<<copy_grid, kBlockThreads, 0, s>>>(cache, out, sc.header);
+      CudaCheckLaunch("CopyRowsKernel (stage)", kOp);
+    } else {
+      CopyRowsKernel<CopyStep::kWriteBack>
+          <<<copy_grid, kBlockThreads, 0, s>>>(cache, out, sc.header);
+      CudaCheckLaunch("CopyRowsKernel (write-back)", kOp);
+    }
     at = SortMoves(sort, sc.rows, sc.positions, at, s);
-    CopyRowsKernel<CopyStep::kFill><<<copy_grid, kBlockThreads, 0, s>>>(
-        cache, Moves{&sc.header->moves, sc.rows[at], sc.positions[at]}, sc.header);
-    CudaCheckLaunch("CopyRowsKernel (fill)", kOp);
+    const Moves in{&sc.header->moves, sc.rows[at], sc.positions[at]};
+    if (staged) {
+      CopyRowsKernel<CopyStep::kFillAndDrain>
+          <<<2 * copy_grid, kBlockThreads, 0, s>>>(cache, in, sc.header);
+      CudaCheckLaunch("CopyRowsKernel (fill and drain)", kOp);
+    } else {
+      CopyRowsKernel<CopyStep::kFill><<<copy_grid, kBlockThreads, 0, s>>>(cache, in, sc.header);
+      CudaCheckLaunch("CopyRowsKernel (fill)", kOp);
+    }
   }
   FinishKernel<<<GridFor(int64_t{cache.num_tables} * kStatFields, kBlockThreads), kBlockThreads, 0,
                  s>>>(cache, sc.header);

@@ -50,13 +50,17 @@ struct Config {
   int64_t sets = 4;
   HomeMemory home = HomeMemory::kAuto;
   bool gpu_stats = true;  // the CPU twin always counts: PrefetchCpu writes its statistics unchecked
+  int64_t staging_bytes = CacheOptions{}.staging_bytes;  // of the GPU cache's mapped home
 };
 
 std::string Describe(const Config& c) {
   return std::string(c.policy == CachePolicy::kLru ? "LRU" : "LFU") + ", " +
          std::to_string(c.passes) + " passes, " + std::string(storage::ToString(c.dtype)) +
          " rows, " + std::string(storage::ToString(c.index_dtype)) + " indices, " +
-         std::to_string(c.sets) + " sets" + (c.home == HomeMemory::kMapped ? ", mapped home" : "") +
+         std::to_string(c.sets) + " sets" +
+         (c.home == HomeMemory::kMapped
+              ? ", mapped home, " + std::to_string(c.staging_bytes) + " staging bytes"
+              : "") +
          (c.gpu_stats ? "" : ", GPU statistics off");
 }
 
@@ -209,6 +213,7 @@ class Twin {
     options.ctx = Context::GPU(0);
     options.home = config.home;
     options.collect_stats = config.gpu_stats;
+    options.staging_bytes = config.staging_bytes;
     gpu_ = std::make_unique<CachedTbe>(engine, tables, options);
     EXPECT_EQ(cpu_->num_sets(), config.sets);
     EXPECT_EQ(gpu_->num_sets(), config.sets);
@@ -396,13 +401,24 @@ TEST_P(CacheCudaTest, MatchesCpuOnRandomTraces) {
   }
 }
 
+// A mapped home's evictions go home through the staging (all of a pass's,
+// or only the first few, the rest written home first) or without it.
 TEST_P(CacheCudaTest, MappedHomeBf16AndStatisticsOffMatchCpu) {
-  Config mapped{CachePolicy::kLfu, 6, DType::kBF16, DType::kI32};
-  mapped.home = HomeMemory::kMapped;
+  constexpr int64_t kStagingRowBytes = 16 * 2 + 8;  // SmallTables' widest bf16 row, and its id
+  std::vector<Config> configs;
+  for (const int64_t staging_rows : {int64_t{1} << 20, int64_t{3}, int64_t{0}}) {
+    for (const int passes : {1, 6}) {
+      Config mapped{CachePolicy::kLfu, passes, DType::kBF16, DType::kI32};
+      mapped.home = HomeMemory::kMapped;
+      mapped.staging_bytes = staging_rows * kStagingRowBytes;
+      configs.push_back(mapped);
+    }
+  }
   Config no_stats{CachePolicy::kLru, 1, DType::kF32, DType::kI64};
   no_stats.gpu_stats = false;
+  configs.push_back(no_stats);
   uint64_t seed = 50;
-  for (const Config& config : {mapped, no_stats}) {
+  for (const Config& config : configs) {
     SCOPED_TRACE(Describe(config));
     Twin twin(engine(), SmallTables(), config);
     ++seed;

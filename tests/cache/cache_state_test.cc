@@ -285,6 +285,22 @@ TEST_P(CacheStateTest, ABadIndexNamesTableBagAndValueAndChangesNothing) {
   EXPECT_EQ(cache->TotalStats().all.requested, totals.all.requested);
 }
 
+TEST_P(CacheStateTest, NegativeSizesAreRefused) {
+  for (const int field : {0, 1, 2}) {
+    CacheOptions options;
+    (field == 0   ? options.cache_bytes
+     : field == 1 ? options.prefetch_temp_bytes
+                  : options.staging_bytes) = -1;
+    try {
+      CachedTbe cache(engine(), ops::TbeTables({100}, {4}), options);
+      ADD_FAILURE() << "no error for field " << field;
+    } catch (const InvalidArgument& e) {
+      EXPECT_THAT(e.what(), HasSubstr("must not be negative")) << e.what();
+      EXPECT_THAT(e.what(), HasSubstr("-1")) << e.what();
+    }
+  }
+}
+
 TEST_P(CacheStateTest, BadShapesAreRefusedAtThePush) {
   auto cache = MakeCache(1);
   CacheLocations small = cache->NewLocations(1);

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/cache_options.h"
 #include "engine/engine.h"
 #include "tools/bench/common/results.h"
 #include "tools/bench/common/table.h"
@@ -70,6 +71,8 @@ struct CacheBenchOptions {
   int prefetch_batches = 16;  // distinct batches, cycled
   int prefetch_steps = 16;    // per run
   std::vector<std::string> prefetch_homes = {"mapped", "managed"};
+  // CacheOptions::staging_bytes of every cache with a mapped home.
+  int64_t staging_bytes = cache::CacheOptions{}.staging_bytes;
 
   // The all-hit and passes cases.
   CacheShape shape;

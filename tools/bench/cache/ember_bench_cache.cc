@@ -63,6 +63,8 @@ ABSL_FLAG(int, prefetch_batches, 16, "prefetch case: distinct batches, cycled");
 ABSL_FLAG(int, prefetch_steps, 16, "prefetch case: steps per timed run");
 ABSL_FLAG(std::vector<std::string>, prefetch_homes, std::vector<std::string>({"mapped", "managed"}),
           "prefetch case: homes of the rows (mapped, managed)");
+ABSL_FLAG(int64_t, staging_mib, 128,
+          "CacheOptions::staging_bytes of every cache with a mapped home, MiB (0: none)");
 ABSL_FLAG(std::string, shape, "8x20x16384", "all_hit and passes cases: TABLESxPOOLINGxBATCH");
 ABSL_FLAG(int64_t, rows, 1'000'000, "all_hit and passes cases: rows per table");
 ABSL_FLAG(int, dim, 128, "embedding dimension of every case but hit_rate (a multiple of 4)");
@@ -172,6 +174,8 @@ CacheBenchOptions OptionsFromFlags() {
   o.prefetch_batches = absl::GetFlag(FLAGS_prefetch_batches);
   o.prefetch_steps = Flag(FLAGS_prefetch_steps, 8);
   o.prefetch_homes = absl::GetFlag(FLAGS_prefetch_homes);
+  o.staging_bytes = absl::GetFlag(FLAGS_staging_mib) << 20;
+  if (o.staging_bytes < 0) Bad("--staging_mib must not be negative");
   for (const std::string& home : o.prefetch_homes) {
     if (home != "mapped" && home != "managed") Bad("--prefetch_homes: mapped or managed");
   }
@@ -259,6 +263,7 @@ std::string OptionsJson(const CacheBenchOptions& o) {
       .Add("prefetch_batches", absl::StrCat(o.prefetch_batches))
       .Add("prefetch_steps", absl::StrCat(o.prefetch_steps))
       .Add("prefetch_homes", JsonStrings(o.prefetch_homes))
+      .Add("staging_bytes", absl::StrCat(o.staging_bytes))
       .Add("shape", ShapeJson(o.shape))
       .Add("all_hit_slack", JsonNumber(o.all_hit_slack))
       .Add("all_hit_iters", absl::StrCat(o.all_hit_iters))

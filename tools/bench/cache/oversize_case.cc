@@ -113,6 +113,7 @@ void RunOversizeCase(GpuRun& run) {
   cache::CacheOptions options;
   options.ctx = kGpu;
   options.home = cache::HomeMemory::kMapped;
+  options.staging_bytes = o.staging_bytes;
   options.cache_bytes = static_cast<int64_t>(o.oversize_cache_gib * double(1 << 30));
   auto start = Clock::now();
   std::unique_ptr<cache::CachedTbe> cached;

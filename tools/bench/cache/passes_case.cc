@@ -47,6 +47,7 @@ void RunPasses(GpuRun& run, int passes, const std::vector<BatchTensors>& batches
     cache::CacheOptions options;
     options.ctx = kGpu;
     options.home = cache::HomeMemory::kMapped;
+    options.staging_bytes = o.staging_bytes;
     options.load_factor = o.passes_load_factor;
     options.prefetch_passes = passes;
     cache::CachedTbe tbe(run.engine,

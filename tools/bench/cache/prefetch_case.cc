@@ -38,6 +38,7 @@ void RunHome(GpuRun& run, const std::string& home, const std::string& column,
   options.ctx = kGpu;
   options.load_factor = o.prefetch_load_factor;
   options.home = home == "managed" ? cache::HomeMemory::kManaged : cache::HomeMemory::kMapped;
+  options.staging_bytes = o.staging_bytes;
   if (home == "managed") {
     const double free = double(storage::DeviceFreeBytes(0));
     if (s.table_bytes() > free / 2) {  // never more managed memory than the GPU has free
