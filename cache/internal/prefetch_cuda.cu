@@ -456,6 +456,44 @@ int SortMoves(const MissSort& sort, int64_t* const rows[2], uint32_t* const slot
   return (at + SortMissesCuda(by_home, kOp, stream)) % 2;
 }
 
+template <CopyStep kStep>
+void LaunchCopy(const CacheArgs& cache, const Moves& moves, const Header* header, unsigned grid,
+                cudaStream_t stream, const char* what) {
+  CopyRowsKernel<kStep><<<grid, kBlockThreads, 0, stream>>>(cache, moves, header);
+  CudaCheckLaunch(what, kOp);
+}
+
+// A pass's moves, listed by the insert in the buffers `free` (the sorted
+// misses leave them free), as CopyStep says.
+void MoveRows(const CacheArgs& cache, MissSort sort, const Scratch& sc, int free, unsigned grid,
+              cudaStream_t stream) {
+  const auto moves = [&](int at) {
+    return Moves{&sc.header->moves, sc.rows[at], sc.positions[at]};
+  };
+  if (!cache.home_mapped) {
+    LaunchCopy<CopyStep::kMove>(cache, moves(free), sc.header, grid, stream,
+                                "CopyRowsKernel (move)");
+    return;
+  }
+  const bool staged = cache.staging_capacity > 0;
+  sort.count = &sc.header->moves;
+  int at = SortMoves(sort, sc.rows, sc.positions, free, stream);
+  if (staged) {
+    LaunchCopy<CopyStep::kStage>(cache, moves(at), sc.header, grid, stream,
+                                 "CopyRowsKernel (stage)");
+  } else {
+    LaunchCopy<CopyStep::kWriteBack>(cache, moves(at), sc.header, grid, stream,
+                                     "CopyRowsKernel (write-back)");
+  }
+  at = SortMoves(sort, sc.rows, sc.positions, at, stream);
+  if (staged) {
+    LaunchCopy<CopyStep::kFillAndDrain>(cache, moves(at), sc.header, 2 * grid, stream,
+                                        "CopyRowsKernel (fill and drain)");
+  } else {
+    LaunchCopy<CopyStep::kFill>(cache, moves(at), sc.header, grid, stream, "CopyRowsKernel (fill)");
+  }
+}
+
 // A thread per (table, field): the step's tallies summed into this step's
 // statistics (zeroed by BeginKernel), their totals row and the totals since
 // creation, and zeroed for the next step.
@@ -539,37 +577,8 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
         timestep, begin, misses, &sc.header->misses[(pass + 1) % 2], sc.header, sc.rows[sorted],
         sc.positions[sorted]);
     CudaCheckLaunch("InsertKernel", kOp);
-    // The moves, in the buffers the sorted misses leave free.
-    const unsigned copy_grid = GridFor(end - begin, kBlockWarps * kRowsInFlight, 2048);
-    if (!cache.home_mapped) {
-      CopyRowsKernel<CopyStep::kMove><<<copy_grid, kBlockThreads, 0, s>>>(
-          cache, Moves{&sc.header->moves, sc.rows[1 - sorted], sc.positions[1 - sorted]},
-          sc.header);
-      CudaCheckLaunch("CopyRowsKernel (move)", kOp);
-      continue;
-    }
-    sort.count = &sc.header->moves;
-    int at = SortMoves(sort, sc.rows, sc.positions, 1 - sorted, s);
-    const bool staged = cache.staging_capacity > 0;
-    const Moves out{&sc.header->moves, sc.rows[at], sc.positions[at]};
-    if (staged) {
-      CopyRowsKernel<CopyStep::kStage><<<copy_grid, kBlockThreads, 0, s>>>(cache, out, sc.header);
-      CudaCheckLaunch("CopyRowsKernel (stage)", kOp);
-    } else {
-      CopyRowsKernel<CopyStep::kWriteBack>
-          <<<copy_grid, kBlockThreads, 0, s>>>(cache, out, sc.header);
-      CudaCheckLaunch("CopyRowsKernel (write-back)", kOp);
-    }
-    at = SortMoves(sort, sc.rows, sc.positions, at, s);
-    const Moves in{&sc.header->moves, sc.rows[at], sc.positions[at]};
-    if (staged) {
-      CopyRowsKernel<CopyStep::kFillAndDrain>
-          <<<2 * copy_grid, kBlockThreads, 0, s>>>(cache, in, sc.header);
-      CudaCheckLaunch("CopyRowsKernel (fill and drain)", kOp);
-    } else {
-      CopyRowsKernel<CopyStep::kFill><<<copy_grid, kBlockThreads, 0, s>>>(cache, in, sc.header);
-      CudaCheckLaunch("CopyRowsKernel (fill)", kOp);
-    }
+    MoveRows(cache, sort, sc, 1 - sorted, GridFor(end - begin, kBlockWarps * kRowsInFlight, 2048),
+             s);
   }
   FinishKernel<<<GridFor(int64_t{cache.num_tables} * kStatFields, kBlockThreads), kBlockThreads, 0,
                  s>>>(cache, sc.header);
