@@ -142,17 +142,14 @@ CachedTbe::~CachedTbe() = default;  // the tensors delete themselves through the
 
 int64_t CachedTbe::num_slots() const { return num_sets_ * kWays; }
 
-// Staging rows of a slot's bytes, then the linear id per row; none when
-// staging_bytes holds less than one.
+// None when staging_bytes hold less than one row.
 void CachedTbe::AddStaging(CacheArgs& args) {
   const int64_t row_bytes = slot_dim_ * static_cast<int64_t>(storage::SizeOf(options_.dtype));
-  const int64_t rows = options_.staging_bytes / (row_bytes + 8);
+  const int64_t rows = internal::StagingRows(options_.staging_bytes, row_bytes);
   if (rows == 0) return;
-  const int64_t row_words = (rows * row_bytes + 7) / 8;
-  staging_ = Tensor::Empty(engine_, device_memory_, {row_words + rows}, DType::kI64, options_.ctx);
-  args.staging = staging_.data();
-  args.staged_rows = staging_.data<int64_t>() + row_words;
-  args.staging_capacity = rows;
+  staging_ = Tensor::Empty(engine_, device_memory_, {internal::StagingElements(rows, row_bytes)},
+                           DType::kI64, options_.ctx);
+  internal::SetStaging(staging_, rows, row_bytes, &args);
 }
 
 int CachedTbe::PassesFor(int64_t num_indices) const {

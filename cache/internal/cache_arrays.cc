@@ -88,6 +88,21 @@ CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& option
   return args;
 }
 
+int64_t StagingRows(int64_t staging_bytes, int64_t slot_row_bytes) {
+  return staging_bytes / (slot_row_bytes + 8);
+}
+
+int64_t StagingElements(int64_t rows, int64_t slot_row_bytes) {
+  return (rows * slot_row_bytes + 7) / 8 + rows;
+}
+
+void SetStaging(const storage::Tensor& staging, int64_t rows, int64_t slot_row_bytes,
+                CacheArgs* args) {
+  args->staging = staging.data();
+  args->staged_rows = staging.data<int64_t>() + StagingElements(rows, slot_row_bytes) - rows;
+  args->staging_capacity = rows;
+}
+
 LocationArgs LocationsIn(const storage::Tensor& locations, int64_t capacity) {
   int32_t* base = locations.data<int32_t>();
   return LocationArgs{base, base + capacity, reinterpret_cast<int64_t*>(base + 2 * capacity)};

@@ -9,6 +9,8 @@
 //                      this step's statistics, the totals ((T + 1) x F each),
 //                      a GPU step's tallies (kStatTallies x T x F)
 //   locations (i32):   slot per index (C), locked slots (C), their count (i64)
+//   staging (i64):     R rows of a slot's bytes (rounded up to i64), then the
+//                      linear id per row (R)
 //
 // Thread safety: functions of their arguments; PushInitialize pushes.
 
@@ -33,6 +35,14 @@ CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& option
                         int64_t slot_dim, const storage::Tensor& home, const storage::Tensor& slots,
                         const storage::Tensor& state, const storage::Tensor& counts,
                         const storage::Tensor& meta);
+
+// The staging rows that `staging_bytes` hold for slots of `slot_row_bytes`
+// (0: none), and the i64 elements of R of them.
+int64_t StagingRows(int64_t staging_bytes, int64_t slot_row_bytes);
+int64_t StagingElements(int64_t rows, int64_t slot_row_bytes);
+// Points `args` at a staging tensor of `rows` rows (see the layout).
+void SetStaging(const storage::Tensor& staging, int64_t rows, int64_t slot_row_bytes,
+                CacheArgs* args);
 
 // A batch's locations in its tensor of `capacity` (see the layout).
 LocationArgs LocationsIn(const storage::Tensor& locations, int64_t capacity);

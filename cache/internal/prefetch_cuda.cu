@@ -360,14 +360,14 @@ __device__ void WarpCopyRows(const RowCopy& mine) {
 // small address translations: its rows move in home order, one order per
 // direction (the moves sorted by evicted row for the write-backs, then by
 // new row for the fills), and every slot is read out before it is filled:
-//  - with staging (CacheArgs::staging), kStage copies the first
-//    staging_capacity evicted rows into device memory (and writes the rest
-//    home), then kFillAndDrain fills the slots with half its warps while
-//    the other half writes the staged rows home: both directions at once;
-//  - without, kWriteBack and then kFill, a kernel apart.
+// kStage copies the first staging_capacity evicted rows into device memory
+// (CacheArgs::staging) and writes the rest home; then kFillAndDrain fills
+// the slots with half its warps while the other half writes the staged rows
+// home: both directions at once. Without staging (capacity 0) the same two
+// kernels write every evicted row home, then fill.
 // A managed home is mapped in large pages: both directions at once in one
 // kernel, unsorted (kMove).
-enum class CopyStep { kWriteBack, kStage, kFill, kFillAndDrain, kMove };
+enum class CopyStep { kStage, kFillAndDrain, kMove };
 
 __device__ inline char* StagedRowAt(const CacheArgs& cache, int64_t f) {
   return static_cast<char*>(cache.staging) + f * cache.slot_dim * ElementBytes(cache.row_type);
@@ -406,15 +406,13 @@ __device__ RowCopy DrainCopy(const CacheArgs& cache, int64_t f) {
 // moves' evicted rows back, lanes kRowsInFlight.. fill their slots;
 // kFillAndDrain: even warps fill, odd warps drain the staging). Moves are of
 // distinct slots, and an evicted row (cached) is never a new row (missing),
-// so no two moves touch the same bytes. The write-back (and the staging)
-// leaves each move's new row (its slot's tag) in place of the evicted one,
-// for the fill's sort.
+// so no two moves touch the same bytes. kStage leaves each move's new row
+// (its slot's tag) in place of the evicted one, for the fill's sort.
 template <CopyStep kStep>
 __global__ void __launch_bounds__(kBlockThreads, 4)
     CopyRowsKernel(const CacheArgs cache, const Moves moves, const Header* header) {
   constexpr int kCopies = kStep == CopyStep::kMove ? 2 * kRowsInFlight : kRowsInFlight;
   constexpr bool kHalves = kStep == CopyStep::kFillAndDrain;
-  constexpr bool kOut = kStep == CopyStep::kWriteBack || kStep == CopyStep::kStage;
   if (header->fault_key != kNoFaultKey) return;
   const auto moved = static_cast<int64_t>(*moves.count);
   const int64_t all_warps = int64_t{gridDim.x} * kBlockWarps;
@@ -423,8 +421,7 @@ __global__ void __launch_bounds__(kBlockThreads, 4)
   const int64_t warps = kHalves ? all_warps / 2 : all_warps;
   const int64_t warp = kHalves ? any_warp / 2 : any_warp;
   const int64_t count = drains && cache.staging_capacity < moved ? cache.staging_capacity : moved;
-  const bool fills = kStep == CopyStep::kFill || (kHalves && !drains) ||
-                     (kStep == CopyStep::kMove && Lane() >= kRowsInFlight);
+  const bool fills = (kHalves && !drains) || (kStep == CopyStep::kMove && Lane() >= kRowsInFlight);
   for (int64_t first = warp * kRowsInFlight; first < count; first += warps * kRowsInFlight) {
     const int64_t f = first + Lane() % kRowsInFlight;
     const bool mine = Lane() < kCopies && f < count;
@@ -439,7 +436,7 @@ __global__ void __launch_bounds__(kBlockThreads, 4)
       if (kStep == CopyStep::kStage && f < cache.staging_capacity) cache.staged_rows[f] = row;
     }
     WarpCopyRows<kCopies>(copy);
-    if (kOut && mine) moves.rows[f] = cache.tags[slot];
+    if (kStep == CopyStep::kStage && mine) moves.rows[f] = cache.tags[slot];
   }
 }
 
@@ -475,23 +472,12 @@ void MoveRows(const CacheArgs& cache, MissSort sort, const Scratch& sc, int free
                                 "CopyRowsKernel (move)");
     return;
   }
-  const bool staged = cache.staging_capacity > 0;
   sort.count = &sc.header->moves;
   int at = SortMoves(sort, sc.rows, sc.positions, free, stream);
-  if (staged) {
-    LaunchCopy<CopyStep::kStage>(cache, moves(at), sc.header, grid, stream,
-                                 "CopyRowsKernel (stage)");
-  } else {
-    LaunchCopy<CopyStep::kWriteBack>(cache, moves(at), sc.header, grid, stream,
-                                     "CopyRowsKernel (write-back)");
-  }
+  LaunchCopy<CopyStep::kStage>(cache, moves(at), sc.header, grid, stream, "CopyRowsKernel (stage)");
   at = SortMoves(sort, sc.rows, sc.positions, at, stream);
-  if (staged) {
-    LaunchCopy<CopyStep::kFillAndDrain>(cache, moves(at), sc.header, 2 * grid, stream,
-                                        "CopyRowsKernel (fill and drain)");
-  } else {
-    LaunchCopy<CopyStep::kFill>(cache, moves(at), sc.header, grid, stream, "CopyRowsKernel (fill)");
-  }
+  LaunchCopy<CopyStep::kFillAndDrain>(cache, moves(at), sc.header, 2 * grid, stream,
+                                      "CopyRowsKernel (fill and drain)");
 }
 
 // A thread per (table, field): the step's tallies summed into this step's
