@@ -63,7 +63,7 @@ ABSL_FLAG(int, prefetch_batches, 16, "prefetch case: distinct batches, cycled");
 ABSL_FLAG(int, prefetch_steps, 16, "prefetch case: steps per timed run");
 ABSL_FLAG(std::vector<std::string>, prefetch_homes, std::vector<std::string>({"mapped", "managed"}),
           "prefetch case: homes of the rows (mapped, managed)");
-ABSL_FLAG(int64_t, staging_mib, 128,
+ABSL_FLAG(int64_t, staging_mib, ember::cache::CacheOptions{}.staging_bytes >> 20,
           "CacheOptions::staging_bytes of every cache with a mapped home, MiB (0: none)");
 ABSL_FLAG(std::string, shape, "8x20x16384", "all_hit and passes cases: TABLESxPOOLINGxBATCH");
 ABSL_FLAG(int64_t, rows, 1'000'000, "all_hit and passes cases: rows per table");
