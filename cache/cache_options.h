@@ -61,7 +61,8 @@ struct CacheOptions {
   // and reading the new rows in share the link at once rather than take
   // turns (an H100 moved 41 GB/s each way at once against 52-54 GB/s one
   // way at a time: 1.5x less time for both). Evictions beyond it in one
-  // pass are written home first, as with 0 (no staging).
+  // prefetch are written home first, as with 0 (no staging). Each staging
+  // row costs its slot's bytes and 24 more.
   int64_t staging_bytes = int64_t{128} << 20;
 };
 

@@ -152,11 +152,26 @@ void CachedTbe::AddStaging(CacheArgs& args) {
   internal::SetStaging(staging_, rows, row_bytes, &args);
 }
 
+// The fewest passes whose scratch fits the budget (the scratch shrinks as
+// passes grow), or one index a pass.
 int CachedTbe::PassesFor(int64_t num_indices) const {
   if (options_.prefetch_temp_bytes <= 0) return options_.prefetch_passes;
-  const int64_t per_index = std::max<int64_t>(1, internal::PrefetchScratchBytes(1));
-  const int64_t chunk = std::max<int64_t>(1, options_.prefetch_temp_bytes / per_index);
-  return static_cast<int>(std::max<int64_t>(1, (num_indices + chunk - 1) / chunk));
+  const auto fits = [&](int64_t passes) {
+    return internal::PrefetchScratchBytes(*args_, num_indices, static_cast<int>(passes)) <=
+           options_.prefetch_temp_bytes;
+  };
+  int64_t lo = 1;
+  int64_t hi =
+      std::max<int64_t>(1, std::min<int64_t>(num_indices, std::numeric_limits<int>::max()));
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (fits(mid)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return static_cast<int>(lo);
 }
 
 CacheLocations CachedTbe::NewLocations(int64_t max_indices) {

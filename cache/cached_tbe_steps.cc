@@ -141,8 +141,7 @@ void CachedTbe::Prefetch(const ops::TbeBatch& batch, CacheLocations& locations) 
           internal::PrefetchCpu(*args, batch_args, where, timestep, passes);
           return engine::DeferredCheck();
         }
-        const int64_t chunk = (batch_args.num_indices + passes - 1) / std::max(passes, 1);
-        const int64_t bytes = internal::PrefetchScratchBytes(chunk);
+        const int64_t bytes = internal::PrefetchScratchBytes(*args, batch_args.num_indices, passes);
         storage::Buffer scratch = scratch_memory->Alloc(static_cast<std::size_t>(bytes), stream);
         auto record = NewFaultRecord(stream);
         internal::PrefetchCuda(*args, batch_args, where, timestep, passes, scratch.data(), bytes,

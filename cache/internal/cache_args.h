@@ -112,10 +112,12 @@ struct CacheArgs {
   // of a 1 ms insert kernel).
   int64_t* stat_tallies = nullptr;
   // A mapped home's write-back staging (CacheOptions::staging_bytes):
-  // staging_capacity rows of slot_dim elements in device memory, and the
-  // linear id each holds for its way home (kEmpty: none).
+  // staging_capacity rows of slot_dim elements in device memory, and per
+  // staged row its linear id and its staging row, in two buffers each (a
+  // prefetch sorts them into home order for the way home).
   void* staging = nullptr;
-  int64_t* staged_rows = nullptr;
+  int64_t* staged_rows[2] = {nullptr, nullptr};
+  uint32_t* staged_at[2] = {nullptr, nullptr};
   int64_t staging_capacity = 0;
 };
 

@@ -89,18 +89,40 @@ CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& option
 }
 
 int64_t StagingRows(int64_t staging_bytes, int64_t slot_row_bytes) {
-  return staging_bytes / (slot_row_bytes + 8);
+  return staging_bytes / (slot_row_bytes + 24);
 }
 
 int64_t StagingElements(int64_t rows, int64_t slot_row_bytes) {
-  return (rows * slot_row_bytes + 7) / 8 + rows;
+  return (rows * slot_row_bytes + 7) / 8 + 3 * rows;
 }
 
 void SetStaging(const storage::Tensor& staging, int64_t rows, int64_t slot_row_bytes,
                 CacheArgs* args) {
+  int64_t* ids = staging.data<int64_t>() + StagingElements(rows, slot_row_bytes) - 3 * rows;
+  auto* at = reinterpret_cast<uint32_t*>(ids + 2 * rows);
   args->staging = staging.data();
-  args->staged_rows = staging.data<int64_t>() + StagingElements(rows, slot_row_bytes) - rows;
+  args->staged_rows[0] = ids;
+  args->staged_rows[1] = ids + rows;
+  args->staged_at[0] = at;
+  args->staged_at[1] = at + rows;
   args->staging_capacity = rows;
+}
+
+int64_t PassChunk(int64_t num_indices, int passes) {
+  return passes <= 1 ? num_indices : (num_indices + passes - 1) / passes;
+}
+
+int64_t DeferredFillCapacity(const CacheArgs& cache, int64_t num_indices) {
+  return cache.home_mapped ? std::min(num_indices, cache.num_sets * kWays) : 0;
+}
+
+int64_t PrefetchScratchBytes(const CacheArgs& cache, int64_t num_indices, int passes) {
+  const int64_t chunk = std::max<int64_t>(PassChunk(num_indices, passes), 0);
+  // A header, a pass's misses or moves (rows and positions, twice), the
+  // sort's tile counts (half a byte an entry, rounded up) for a pass or
+  // the staging, whichever is larger, and the deferred fills' slots.
+  const int64_t sorted = std::max(chunk, cache.staging_capacity);
+  return 64 + 24 * chunk + sorted / 2 + 1024 + 4 * DeferredFillCapacity(cache, num_indices);
 }
 
 LocationArgs LocationsIn(const storage::Tensor& locations, int64_t capacity) {

@@ -9,8 +9,8 @@
 //                      this step's statistics, the totals ((T + 1) x F each),
 //                      a GPU step's tallies (kStatTallies x T x F)
 //   locations (i32):   slot per index (C), locked slots (C), their count (i64)
-//   staging (i64):     R rows of a slot's bytes (rounded up to i64), then the
-//                      linear id per row (R)
+//   staging (i64):     R rows of a slot's bytes (rounded up to i64), then
+//                      linear ids (R, twice), then staging rows (R u32, twice)
 //
 // Thread safety: functions of their arguments; PushInitialize pushes.
 

@@ -155,19 +155,23 @@ __device__ inline void WarpCount(const CacheArgs& cache, bool pred, int table, S
   AddTally(cache, table, field, __popc(group) * unit);
 }
 
-// Appends `value` of every lane where `pred` holds to `list`, whose length
-// is `*count`: one atomic per warp (the order among warps is the GPU's).
-__device__ inline void WarpAppend(int32_t* list, int64_t* count, bool pred, int32_t value) {
+// Reserves one entry of a list whose length is `*count` for every lane
+// where `pred` holds: one atomic per warp (the order among warps is the
+// GPU's). Returns the lane's entry (meaningful only where `pred` holds).
+__device__ inline unsigned long long WarpReserve(unsigned long long* count, bool pred) {
   const unsigned mask = __ballot_sync(kFullMask, pred);
-  if (mask == 0) return;
+  if (mask == 0) return 0;
   const int leader = __ffs(mask) - 1;
   unsigned long long base = 0;
-  if (Lane() == leader) {
-    base = atomicAdd(reinterpret_cast<unsigned long long*>(count),
-                     static_cast<unsigned long long>(__popc(mask)));
-  }
-  base = __shfl_sync(kFullMask, base, leader);
-  if (pred) list[base + __popc(mask & LanesBelow())] = value;
+  if (Lane() == leader) base = atomicAdd(count, static_cast<unsigned long long>(__popc(mask)));
+  return __shfl_sync(kFullMask, base, leader) + __popc(mask & LanesBelow());
+}
+
+// Appends `value` of every lane where `pred` holds to `list`, whose length
+// is `*count`.
+__device__ inline void WarpAppend(int32_t* list, int64_t* count, bool pred, int32_t value) {
+  const unsigned long long at = WarpReserve(reinterpret_cast<unsigned long long*>(count), pred);
+  if (pred) list[at] = value;
 }
 
 // The batch check of every GPU step that takes a fault record: finds the
@@ -234,6 +238,16 @@ struct MissSort {
   uint32_t* positions[2] = {nullptr, nullptr};
   uint32_t* tile_counts = nullptr;  // 256 per tile of kMissTile entries
 };
+// Home order's key of a linear id: its top kHomeKeyBits bits (of
+// row_bits), which group rows into spans of home memory that the GPU
+// translates together.
+inline constexpr int kHomeKeyBits = 16;
+__host__ __device__ inline int HomeShift(int row_bits) {
+  return row_bits > kHomeKeyBits ? row_bits - kHomeKeyBits : 0;
+}
+__host__ __device__ inline uint64_t HomeKey(int64_t row, int row_bits) {
+  return static_cast<uint64_t>(row) >> HomeShift(row_bits);
+}
 // Bytes of tile_counts for `capacity` entries.
 inline int64_t MissTileCountBytes(int64_t capacity) {
   return capacity > kMissTile ? (capacity + kMissTile - 1) / kMissTile * 256 * 4 : 0;

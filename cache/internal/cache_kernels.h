@@ -56,9 +56,18 @@ bool HomeIsMappedCuda(const void* home, int device);
 // (statistics, read after a wait).
 void ReadDeviceCuda(const int64_t* from, int64_t* to, int64_t count, int device);
 
+// The deferred fills of a GPU prefetch of `num_indices` (each fill of a
+// mapped home's prefetch waits for its last pass: at most one per index and
+// one per slot), and the bytes of device scratch it takes in `passes`
+// passes (a bound of the scratch's layout in prefetch_cuda.cu that grows
+// with the indices of a pass, so that it sets the passes for a budget).
+// Defined in cache_arrays.cc, for CPU and CUDA builds alike.
+int64_t PassChunk(int64_t num_indices, int passes);
+int64_t DeferredFillCapacity(const CacheArgs& cache, int64_t num_indices);
+int64_t PrefetchScratchBytes(const CacheArgs& cache, int64_t num_indices, int passes);
+
 // CUDA twins (cache_cuda.cu). `scratch` is device memory of at least
-// PrefetchScratchBytes(...) bytes, reused across passes and calls.
-int64_t PrefetchScratchBytes(int64_t chunk_indices);
+// PrefetchScratchBytes(...) bytes, reused across passes.
 void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const LocationArgs& where,
                   int64_t timestep, int passes, void* scratch, int64_t scratch_bytes,
                   BatchFault* fault, int device, void* stream);

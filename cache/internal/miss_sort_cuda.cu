@@ -51,13 +51,6 @@ constexpr uint64_t kNoRow = ~0ull;  // sorts after every row
 static_assert(kSortItems * kSortThreads == kMissTile);
 static_assert(kDigits == kSortThreads, "one thread per digit in the histogram and scan");
 
-constexpr int kHomeKeyBits = 16;
-
-// Bits of a row below its home-order key.
-__host__ __device__ int HomeShift(int row_bits) {
-  return row_bits > kHomeKeyBits ? row_bits - kHomeKeyBits : 0;
-}
-
 // (set, row) order, or home order; kNoRow last.
 struct MissOrder {
   int64_t num_sets;

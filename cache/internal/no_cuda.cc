@@ -18,7 +18,6 @@ namespace {
 
 }  // namespace
 
-int64_t PrefetchScratchBytes(int64_t chunk_indices) { return 24 * chunk_indices; }
 void PrefetchCuda(const CacheArgs&, const BatchArgs&, const LocationArgs&, int64_t, int, void*,
                   int64_t, BatchFault*, int, void*) {
   NoCuda("CachedTbe::Prefetch");

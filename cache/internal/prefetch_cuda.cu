@@ -26,21 +26,21 @@
 //        and lists each fill (slot, evicted row) as a move. Sets are
 //        independent (a row lives in one set; a victim is cached, a miss is
 //        not), so warps need no ordering among themselves.
-//     d. The rows of the moves (CopyStep): for a host-mapped home, the moves
-//        sorted in the evicted rows' home order, the evicted rows staged in
-//        device memory (or written home), the moves sorted in the new rows'
-//        home order, the new rows copied in while the staged rows go home
-//        (four launches); for a managed home, one unsorted kernel both
-//        ways. A warp keeps kRowsInFlight moves' rows in flight.
-//  4. Sum the statistics' tallies (FinishKernel).
+//     d. The pass's rows (MovePassRows, move_rows_cuda.cuh): a managed
+//        home's moved both ways; a mapped home's evicted rows taken out of
+//        their slots, its fills deferred.
+//  4. A mapped home's deferred fills, sorted into home order, copied in
+//     while the staged rows go home (FinishMoves).
+//  5. Sum the statistics' tallies (FinishKernel).
 // The result equals PrefetchCpu's in every slot, tag, timestamp, lock,
 // location and statistic; only the order of `locked` may differ.
 //
-// Scratch (one pass of `chunk` indices, reused by every pass): a header
-// (fault key, miss and move counts), the miss rows (i64) and positions
-// (u32) twice (the radix sort's two buffers; the one the sort leaves free
-// holds the moves) and the radix sort's tile counts (1 KiB a tile of
-// kMissTile): within PrefetchScratchBytes' 25 bytes an index plus 32.
+// Scratch (PrefetchScratchBytes, cache_kernels.h; one pass of `chunk`
+// indices, reused by every pass): a header (fault key, miss counts and the
+// moves' counters), the miss rows (i64) and positions (u32) twice (the
+// radix sort's two buffers; the one the sort leaves free holds the moves),
+// the radix sort's tile counts (1 KiB a tile of kMissTile, for a pass or
+// the staging), and a mapped home's deferred fills (u32 each).
 
 #include <cuda_runtime_api.h>
 
@@ -51,6 +51,7 @@
 
 #include "cache/internal/cache_cuda.cuh"
 #include "cache/internal/cache_kernels.h"
+#include "cache/internal/move_rows_cuda.cuh"
 #include "engine/cuda/check.h"
 #include "engine/cuda/scoped_device.h"
 #include "engine/error.h"
@@ -68,29 +69,23 @@ struct Header {
   // The miss list's length, of even and odd passes: a pass's insert kernel
   // zeroes the next pass's (no launch of its own).
   unsigned long long misses[2];
-  // The move list's length: zeroed by each pass's probe.
-  unsigned long long moves;
+  unsigned long long unused;
+  MoveCounts moves;
 };
-static_assert(sizeof(Header) == 32);
-
-// A pass's fills, listed by the insert for the move: per move the slot and
-// the row it takes (the evicted row is the slot's tag until the move).
-struct Moves {
-  unsigned long long* count = nullptr;
-  int64_t* rows = nullptr;
-  uint32_t* slots = nullptr;
-};
+static_assert(sizeof(Header) == 64);
 
 struct Scratch {
   Header* header = nullptr;
   int64_t* rows[2] = {nullptr, nullptr};
   uint32_t* positions[2] = {nullptr, nullptr};
   uint32_t* tile_counts = nullptr;
+  uint32_t* fills = nullptr;
   int64_t bytes = 0;  // used
 };
 
-// The scratch's pieces for `chunk` indices from `base` (null: measures).
-Scratch Carve(void* base, int64_t chunk) {
+// The scratch's pieces for `chunk` indices a pass, `sorted` entries at most
+// in one sort and `fills` deferred fills, from `base` (null: measures).
+Scratch Carve(void* base, int64_t chunk, int64_t sorted, int64_t fills) {
   auto* at = static_cast<char*>(base);
   int64_t used = 0;
   auto take = [&](int64_t bytes) {
@@ -102,7 +97,8 @@ Scratch Carve(void* base, int64_t chunk) {
   s.header = reinterpret_cast<Header*>(take(sizeof(Header)));
   for (int b = 0; b < 2; ++b) s.rows[b] = reinterpret_cast<int64_t*>(take(8 * chunk));
   for (int b = 0; b < 2; ++b) s.positions[b] = reinterpret_cast<uint32_t*>(take(4 * chunk));
-  s.tile_counts = reinterpret_cast<uint32_t*>(take(MissTileCountBytes(chunk)));
+  s.tile_counts = reinterpret_cast<uint32_t*>(take(MissTileCountBytes(sorted)));
+  s.fills = reinterpret_cast<uint32_t*>(take(4 * fills));
   s.bytes = used;
   return s;
 }
@@ -131,6 +127,8 @@ __global__ void BeginKernel(const CacheArgs cache, const BatchArgs batch, const 
   if (threadIdx.x == 0) {
     *where.num_locked = 0;
     header->misses[0] = 0;
+    header->moves.staged = 0;
+    header->moves.fills = 0;
   }
 }
 
@@ -156,7 +154,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   if (header->fault_key != kNoFaultKey) return;
   if (blockIdx.x == 0) {
     CountRequested(cache, batch, begin, end);
-    if (threadIdx.x == 0) header->moves = 0;  // the last pass's move has run
+    if (threadIdx.x == 0) header->moves.moves = 0;  // the last pass's moves have run
   }
   const int64_t k = begin + int64_t{blockIdx.x} * kBlockThreads + threadIdx.x;
   const bool valid = k < end;
@@ -186,12 +184,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   WarpCount(cache, first_use, table, kUnique);
   WarpAppend(where.locked, where.num_locked, first_use, static_cast<int32_t>(slot));
   const bool miss = valid && !hit;
-  const unsigned missing = __ballot_sync(kFullMask, miss);
-  if (missing == 0) return;
-  const int leader = __ffs(missing) - 1;
-  unsigned long long at = 0;
-  if (Lane() == leader) at = atomicAdd(misses, static_cast<unsigned long long>(__popc(missing)));
-  at = __shfl_sync(kFullMask, at, leader) + __popc(missing & LanesBelow());
+  const unsigned long long at = WarpReserve(misses, miss);
   if (miss) {
     miss_rows[at] = row;
     miss_positions[at] = static_cast<uint32_t>(k - begin);
@@ -245,16 +238,14 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
     WarpCount(cache, evicts, evicted_table, kEvicted);
     WarpCount(cache, evicts, evicted_table, kBytesToHome,
               evicts ? RowBytes(cache, evicted_table) : 0);
-    const unsigned filling = __ballot_sync(kFullMask, fills);
-    if (filling != 0) {
-      const int leader = __ffs(filling) - 1;
-      unsigned long long at = 0;
-      if (Lane() == leader) at = atomicAdd(moves.count, __popc(filling));
-      at = __shfl_sync(kFullMask, at, leader) + __popc(filling & LanesBelow());
-      if (fills) {
-        moves.rows[at] = evicted;  // kEmpty when the way was empty
-        moves.slots[at] = static_cast<uint32_t>(slot);
-      }
+    const unsigned long long at = WarpReserve(moves.count, fills);
+    if (fills) {
+      moves.rows[at] = evicted;  // kEmpty when the way was empty
+      moves.slots[at] = static_cast<uint32_t>(slot);
+    }
+    if (moves.fills != nullptr) {
+      const unsigned long long deferred = WarpReserve(moves.fill_count, fills);
+      if (fills) moves.fills[deferred] = static_cast<uint32_t>(slot);
     }
     if (fills) {
       cache.tags[slot] = row;
@@ -294,192 +285,6 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
   }
 }
 
-// Rows a warp keeps in flight: with every resident warp holding this many,
-// reads of host memory cover the link's latency.
-constexpr int kRowsInFlight = 4;
-
-// A lane's row to copy: `bytes` (0: none) from `from` to `to`.
-struct RowCopy {
-  const char* from = nullptr;
-  char* to = nullptr;
-  int64_t bytes = 0;
-};
-
-// Whether both addresses and the size are multiples of 16 bytes.
-__device__ bool IsWide(const RowCopy& c) {
-  const auto bits = reinterpret_cast<uintptr_t>(c.from) | reinterpret_cast<uintptr_t>(c.to) |
-                    static_cast<uintptr_t>(c.bytes);
-  return bits % 16 == 0;
-}
-
-// Lane u's value of a pointer, for every lane.
-template <typename T>
-__device__ T* ShflPointer(T* p, int u) {
-  const auto bits = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p));
-  return reinterpret_cast<T*>(static_cast<uintptr_t>(__shfl_sync(kFullMask, bits, u)));
-}
-
-// The copies of lanes 0 .. kCopies - 1, with the whole warp: in 16-byte
-// words, every row's loads issued before any store, where all are 16-byte
-// aligned; otherwise one row at a time (WarpCopy) in lane order. Either way
-// a copy reads its source before any later lane's copy writes it.
-template <int kCopies>
-__device__ void WarpCopyRows(const RowCopy& mine) {
-  if (!__all_sync(kFullMask, IsWide(mine))) {
-    for (int u = 0; u < kCopies; ++u) {
-      WarpCopy(ShflPointer(mine.from, u), ShflPointer(mine.to, u),
-               __shfl_sync(kFullMask, mine.bytes, u));
-      // Read out before the next copy writes: its lanes may split the row
-      // into words of another size.
-      __syncwarp();
-    }
-    return;
-  }
-  // 16-byte words of the longest row (a row's words fit 32 bits: a set of
-  // 32 rows lives in GPU memory).
-  const int64_t words = __reduce_max_sync(kFullMask, static_cast<unsigned>(mine.bytes / 16));
-  for (int64_t base = 0; base < words; base += kWarp) {  // every lane, for the shuffles
-    const int64_t at = (base + Lane()) * 16;
-    int4 word[kCopies];
-#pragma unroll
-    for (int u = 0; u < kCopies; ++u) {
-      const char* from = ShflPointer(mine.from, u);
-      if (at < __shfl_sync(kFullMask, mine.bytes, u)) {
-        word[u] = *reinterpret_cast<const int4*>(from + at);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kCopies; ++u) {
-      char* to = ShflPointer(mine.to, u);
-      if (at < __shfl_sync(kFullMask, mine.bytes, u)) *reinterpret_cast<int4*>(to + at) = word[u];
-    }
-  }
-}
-
-// How a pass's rows move. A host-mapped home is read and written through
-// small address translations: its rows move in home order, one order per
-// direction (the moves sorted by evicted row for the write-backs, then by
-// new row for the fills), and every slot is read out before it is filled:
-// kStage copies the first staging_capacity evicted rows into device memory
-// (CacheArgs::staging) and writes the rest home; then kFillAndDrain fills
-// the slots with half its warps while the other half writes the staged rows
-// home: both directions at once. Without staging (capacity 0) the same two
-// kernels write every evicted row home, then fill.
-// A managed home is mapped in large pages: both directions at once in one
-// kernel, unsorted (kMove).
-enum class CopyStep { kStage, kFillAndDrain, kMove };
-
-__device__ inline char* StagedRowAt(const CacheArgs& cache, int64_t f) {
-  return static_cast<char*>(cache.staging) + f * cache.slot_dim * ElementBytes(cache.row_type);
-}
-
-// Move f's copy: its slot's evicted row out (home, or staging row f) or
-// its new row in; none for an empty way.
-template <CopyStep kStep>
-__device__ RowCopy MoveCopy(const CacheArgs& cache, int64_t slot, int64_t row, bool fills,
-                            int64_t f) {
-  RowCopy copy;
-  if (row == kEmpty) return copy;
-  const int table = TableOf(cache, row);
-  char* home = HomeRowAt(cache, table, row);
-  char* cached = SlotRowAt(cache, slot);
-  if (kStep == CopyStep::kStage && f < cache.staging_capacity) home = StagedRowAt(cache, f);
-  copy.from = fills ? home : cached;
-  copy.to = fills ? cached : home;
-  copy.bytes = RowBytes(cache, table);
-  return copy;
-}
-
-// Staged row f's way home (kFillAndDrain's other half).
-__device__ RowCopy DrainCopy(const CacheArgs& cache, int64_t f) {
-  RowCopy copy;
-  const int64_t row = cache.staged_rows[f];
-  if (row == kEmpty) return copy;
-  const int table = TableOf(cache, row);
-  copy.from = StagedRowAt(cache, f);
-  copy.to = HomeRowAt(cache, table, row);
-  copy.bytes = RowBytes(cache, table);
-  return copy;
-}
-
-// Warps take kRowsInFlight moves at a time (kMove: lanes 0.. write the
-// moves' evicted rows back, lanes kRowsInFlight.. fill their slots;
-// kFillAndDrain: even warps fill, odd warps drain the staging). Moves are of
-// distinct slots, and an evicted row (cached) is never a new row (missing),
-// so no two moves touch the same bytes. kStage leaves each move's new row
-// (its slot's tag) in place of the evicted one, for the fill's sort.
-template <CopyStep kStep>
-__global__ void __launch_bounds__(kBlockThreads, 4)
-    CopyRowsKernel(const CacheArgs cache, const Moves moves, const Header* header) {
-  constexpr int kCopies = kStep == CopyStep::kMove ? 2 * kRowsInFlight : kRowsInFlight;
-  constexpr bool kHalves = kStep == CopyStep::kFillAndDrain;
-  if (header->fault_key != kNoFaultKey) return;
-  const auto moved = static_cast<int64_t>(*moves.count);
-  const int64_t all_warps = int64_t{gridDim.x} * kBlockWarps;
-  const int64_t any_warp = int64_t{blockIdx.x} * kBlockWarps + threadIdx.x / kWarp;
-  const bool drains = kHalves && any_warp % 2 == 1;
-  const int64_t warps = kHalves ? all_warps / 2 : all_warps;
-  const int64_t warp = kHalves ? any_warp / 2 : any_warp;
-  const int64_t count = drains && cache.staging_capacity < moved ? cache.staging_capacity : moved;
-  const bool fills = (kHalves && !drains) || (kStep == CopyStep::kMove && Lane() >= kRowsInFlight);
-  for (int64_t first = warp * kRowsInFlight; first < count; first += warps * kRowsInFlight) {
-    const int64_t f = first + Lane() % kRowsInFlight;
-    const bool mine = Lane() < kCopies && f < count;
-    RowCopy copy;
-    int64_t slot = 0;
-    if (mine && drains) {
-      copy = DrainCopy(cache, f);
-    } else if (mine) {
-      slot = moves.slots[f];
-      const int64_t row = kStep == CopyStep::kMove && fills ? cache.tags[slot] : moves.rows[f];
-      copy = MoveCopy<kStep>(cache, slot, row, fills, f);
-      if (kStep == CopyStep::kStage && f < cache.staging_capacity) cache.staged_rows[f] = row;
-    }
-    WarpCopyRows<kCopies>(copy);
-    if (kStep == CopyStep::kStage && mine) moves.rows[f] = cache.tags[slot];
-  }
-}
-
-// The moves in home order: sorted from buffer `at` into one of the two,
-// whose index it returns (the other is free again).
-int SortMoves(const MissSort& sort, int64_t* const rows[2], uint32_t* const slots[2], int at,
-              cudaStream_t stream) {
-  MissSort by_home = sort;
-  by_home.by_home = true;
-  for (int b = 0; b < 2; ++b) {
-    by_home.rows[b] = rows[(at + b) % 2];
-    by_home.positions[b] = slots[(at + b) % 2];
-  }
-  return (at + SortMissesCuda(by_home, kOp, stream)) % 2;
-}
-
-template <CopyStep kStep>
-void LaunchCopy(const CacheArgs& cache, const Moves& moves, const Header* header, unsigned grid,
-                cudaStream_t stream, const char* what) {
-  CopyRowsKernel<kStep><<<grid, kBlockThreads, 0, stream>>>(cache, moves, header);
-  CudaCheckLaunch(what, kOp);
-}
-
-// A pass's moves, listed by the insert in the buffers `free` (the sorted
-// misses leave them free), as CopyStep says.
-void MoveRows(const CacheArgs& cache, MissSort sort, const Scratch& sc, int free, unsigned grid,
-              cudaStream_t stream) {
-  const auto moves = [&](int at) {
-    return Moves{&sc.header->moves, sc.rows[at], sc.positions[at]};
-  };
-  if (!cache.home_mapped) {
-    LaunchCopy<CopyStep::kMove>(cache, moves(free), sc.header, grid, stream,
-                                "CopyRowsKernel (move)");
-    return;
-  }
-  sort.count = &sc.header->moves;
-  int at = SortMoves(sort, sc.rows, sc.positions, free, stream);
-  LaunchCopy<CopyStep::kStage>(cache, moves(at), sc.header, grid, stream, "CopyRowsKernel (stage)");
-  at = SortMoves(sort, sc.rows, sc.positions, at, stream);
-  LaunchCopy<CopyStep::kFillAndDrain>(cache, moves(at), sc.header, 2 * grid, stream,
-                                      "CopyRowsKernel (fill and drain)");
-}
-
 // A thread per (table, field): the step's tallies summed into this step's
 // statistics (zeroed by BeginKernel), their totals row and the totals since
 // creation, and zeroed for the next step.
@@ -508,36 +313,36 @@ __global__ void FinishKernel(const CacheArgs cache, const Header* header) {
 
 }  // namespace
 
-int64_t PrefetchScratchBytes(int64_t chunk_indices) {
-  // A linear bound of Carve(chunk).bytes (24 bytes an index, the tile
-  // counts' 0.5 and their rounding within the rest), so that the bytes of
-  // one index estimate the bytes of any chunk (CachedTbe::PassesFor).
-  return 25 * std::max<int64_t>(chunk_indices, 0) + static_cast<int64_t>(sizeof(Header));
-}
-
 void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const LocationArgs& where,
                   int64_t timestep, int passes, void* scratch, int64_t scratch_bytes,
                   BatchFault* fault, int device, void* stream) {
   const ScopedDevice on_device(device);
   const cudaStream_t s = AsStream(stream);
   const int64_t n = batch.num_indices;
-  const int64_t chunk = passes <= 1 ? n : (n + passes - 1) / passes;
+  const int64_t chunk = PassChunk(n, passes);
   if (chunk > std::numeric_limits<uint32_t>::max()) {
     throw InvalidArgument(std::string("[") + kOp + "] " + std::to_string(chunk) +
                           " indices a pass; a GPU prefetch takes at most 2^32 - 1 (use more "
                           "passes)");
   }
-  const Scratch sizes = Carve(nullptr, chunk);
+  const int64_t fills = DeferredFillCapacity(cache, n);
+  const int64_t sorted = std::max(chunk, cache.staging_capacity);
+  const Scratch sizes = Carve(nullptr, chunk, sorted, fills);
   if (scratch_bytes < sizes.bytes || reinterpret_cast<uintptr_t>(scratch) % 8 != 0) {
     throw InvalidArgument(std::string("[") + kOp + "] scratch of " + std::to_string(scratch_bytes) +
                           " bytes; " + std::to_string(sizes.bytes) + " (8-byte aligned) needed");
   }
-  const Scratch sc = Carve(scratch, chunk);
+  const Scratch sc = Carve(scratch, chunk, sorted, fills);
   CheckBatchCuda(cache, batch, &sc.header->fault_key, kOp, s);
   BeginKernel<<<1, kBlockThreads, 0, s>>>(cache, batch, where, sc.header, fault);
   CudaCheckLaunch("BeginKernel", kOp);
 
-  MissSort sort;
+  RowMoves moves;
+  moves.counts = &sc.header->moves;
+  moves.fills = sc.fills;
+  moves.fill_capacity = fills;
+  moves.passes = passes;
+  MissSort& sort = moves.sort;
   sort.fault_key = &sc.header->fault_key;
   sort.capacity = chunk;
   sort.num_sets = cache.num_sets;
@@ -556,16 +361,21 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
                   kBlockThreads, 0, s>>>(cache, batch, where, timestep, begin, end, misses,
                                          sc.header, sc.rows[0], sc.positions[0]);
     CudaCheckLaunch("ProbeKernel", kOp);
-    sort.count = misses;
-    const int sorted = SortMissesCuda(sort, kOp, s);
+    MissSort by_set = sort;
+    by_set.count = misses;
+    const int at = SortMissesCuda(by_set, kOp, s);
+    Moves listed{&sc.header->moves.moves, sc.rows[1 - at], sc.positions[1 - at]};
+    if (fills > 0) {
+      listed.fill_count = &sc.header->moves.fills;
+      listed.fills = sc.fills;
+    }
     InsertKernel<<<GridFor(end - begin, kBlockThreads, 4096), kBlockThreads, 0, s>>>(
-        cache, where, Moves{&sc.header->moves, sc.rows[1 - sorted], sc.positions[1 - sorted]},
-        timestep, begin, misses, &sc.header->misses[(pass + 1) % 2], sc.header, sc.rows[sorted],
-        sc.positions[sorted]);
+        cache, where, listed, timestep, begin, misses, &sc.header->misses[(pass + 1) % 2],
+        sc.header, sc.rows[at], sc.positions[at]);
     CudaCheckLaunch("InsertKernel", kOp);
-    MoveRows(cache, sort, sc, 1 - sorted, GridFor(end - begin, kBlockWarps * kRowsInFlight, 2048),
-             s);
+    MovePassRows(cache, moves, 1 - at, kOp, s);
   }
+  FinishMoves(cache, moves, kOp, s);
   FinishKernel<<<GridFor(int64_t{cache.num_tables} * kStatFields, kBlockThreads), kBlockThreads, 0,
                  s>>>(cache, sc.header);
   CudaCheckLaunch("FinishKernel", kOp);

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <set>
 #include <string>
@@ -404,7 +405,8 @@ TEST_P(CacheCudaTest, MatchesCpuOnRandomTraces) {
 // A mapped home's evictions go home through the staging (all of a pass's,
 // or only the first few, the rest written home first) or without it.
 TEST_P(CacheCudaTest, MappedHomeBf16AndStatisticsOffMatchCpu) {
-  constexpr int64_t kStagingRowBytes = 16 * 2 + 8;  // SmallTables' widest bf16 row, and its id
+  // SmallTables' widest bf16 row, and its id and staging row (twice each).
+  constexpr int64_t kStagingRowBytes = 16 * 2 + 24;
   std::vector<Config> configs;
   for (const int64_t staging_rows : {int64_t{1} << 20, int64_t{3}, int64_t{0}}) {
     for (const int passes : {1, 6}) {
@@ -457,6 +459,63 @@ TEST_P(CacheCudaTest, ManyMissesSortOnTheGpuLikeTheCpu) {
       EXPECT_GT(twin.gpu().TotalStats().all.unique_misses, 3 * passes * 2048)
           << "passes of more misses than one tile";
     }
+  }
+}
+
+// A mapped home defers a prefetch's fills to its last pass: with a cache
+// larger than a pass, they are sorted and copied in several pieces, and
+// the staged rows (more than one sort tile, or overflowing the staging)
+// go home beside the first.
+TEST_P(CacheCudaTest, MappedHomeFillsInPiecesMatchCpu) {
+  const ops::TbeTables tables({100000, 50000}, {4, 8});
+  constexpr int64_t kStagingRowBytes = 8 * 4 + 24;
+  for (const int64_t staging_rows : {int64_t{1} << 20, int64_t{1000}, int64_t{0}}) {
+    for (int passes : {1, 3}) {
+      Config config{CachePolicy::kLru, passes, DType::kF32, DType::kI64, /*sets=*/1024};
+      config.home = HomeMemory::kMapped;
+      config.staging_bytes = staging_rows * kStagingRowBytes;
+      SCOPED_TRACE(Describe(config));
+      Twin twin(engine(), tables, config);
+      std::mt19937_64 rng(61 + passes);
+      std::vector<Bags> batches;
+      for (int i = 0; i < 3; ++i) batches.push_back(RandomBags(rng, tables, 1000, 30, 0.3, 3000));
+      RunPipeline(twin, batches, 101);
+      if (HasFailure()) return;
+      EXPECT_GT(twin.gpu().TotalStats().all.evicted, 2 * 2048) << "more evictions than a tile";
+    }
+  }
+}
+
+// A row that one pass evicts and a later pass of the same prefetch misses
+// and inserts elsewhere: with its fill deferred, it must come from where
+// its write-back went (the staging, or home), not from its stale home row.
+TEST_P(CacheCudaTest, ARowEvictedAndReinsertedInOnePrefetchMatchesCpu) {
+  constexpr int64_t kStagingRowBytes = 16 * 4 + 24;
+  for (const int64_t staging_rows : {int64_t{1} << 10, int64_t{3}, int64_t{0}}) {
+    Config config{CachePolicy::kLru, /*passes=*/2, DType::kF32, DType::kI64, /*sets=*/1};
+    config.home = HomeMemory::kMapped;
+    config.staging_bytes = staging_rows * kStagingRowBytes;
+    SCOPED_TRACE(Describe(config));
+    Twin twin(engine(), SmallTables(), config);
+    // Table 0's rows 100..131 fill the one set; pass 0 (rows 0..7) evicts
+    // the oldest eight of them, which pass 1 (rows 100..107) inserts again.
+    std::vector<int64_t> warm(32);
+    std::iota(warm.begin(), warm.end(), 100);
+    std::vector<int64_t> bag(16);
+    std::iota(bag.begin(), bag.begin() + 8, 0);
+    std::iota(bag.begin() + 8, bag.end(), 100);
+    const int batch = twin.AddBatch(Bags{1, {bag, {}, {}}});
+    twin.Seed(5);
+    twin.Warm(warm);
+    twin.WriteHome(6);  // the cached rows now differ from their home rows
+    twin.Prefetch(batch);
+    twin.ExpectSameLocations(batch, "prefetch");
+    twin.ExpectSameState("prefetch");
+    EXPECT_EQ(twin.gpu().LastStepStats().all.evicted, 16);
+    EXPECT_EQ(twin.gpu().LastStepStats().all.inserted, 16);
+    twin.Relookup(batch);
+    twin.Flush();
+    twin.ExpectSameState("flush");
   }
 }
 

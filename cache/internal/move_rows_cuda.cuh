@@ -1,0 +1,75 @@
+#pragma once
+
+// The rows a GPU prefetch moves (move_rows_cuda.cu): each pass's insert
+// lists its fills as moves (a slot and the row it evicts), and these
+// functions copy the evicted rows home and the new rows in.
+//
+// A managed home is mapped in large pages: each pass moves its rows at
+// once, both ways in one kernel, unsorted.
+//
+// A host-mapped home is read and written through small address
+// translations, so its rows move in home order, densely: a pass only takes
+// its evicted rows out of their slots (into the staging, or home when the
+// staging is full), and the fills of every pass wait for the prefetch's
+// end, where they are sorted into home order together and copied in while
+// the staged rows go home. Deferring them is safe because a slot is filled
+// at most once per timestep (a filled slot is no victim for a later pass),
+// so each slot still holds its evicted row until the end; the one row that
+// can be both evicted and filled (evicted by one pass, missed and inserted
+// elsewhere by a later one) is filled from its staged copy, or from home
+// where its pass wrote it.
+//
+// Thread safety: launches on the caller's stream.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "cache/internal/cache_args.h"
+#include "cache/internal/cache_cuda.cuh"
+
+namespace ember::cache::internal::cuda {
+
+// A prefetch's counters in device memory, zeroed by its first kernel
+// (`moves` by each pass's probe).
+struct MoveCounts {
+  unsigned long long moves;   // this pass's moves
+  unsigned long long staged;  // evicted rows given a staging row (may pass its capacity)
+  unsigned long long fills;   // deferred fills listed
+  unsigned long long piece;   // deferred fills in the piece being copied
+};
+
+// A pass's moves, listed by its insert: the slot and the row it evicts
+// (kEmpty: none; the new row is the slot's tag); and, for a mapped home,
+// every slot appended to the prefetch's deferred fills.
+struct Moves {
+  unsigned long long* count = nullptr;
+  int64_t* rows = nullptr;
+  uint32_t* slots = nullptr;
+  unsigned long long* fill_count = nullptr;  // null: a managed home
+  uint32_t* fills = nullptr;
+};
+
+// A prefetch's row moves: its counters, and the scratch they use.
+struct RowMoves {
+  MoveCounts* counts = nullptr;
+  // The two buffers of `sort.capacity` entries (a pass's size) that hold a
+  // pass's misses and moves, and then the pieces of the deferred fills;
+  // sort.tile_counts serve the staged rows' sort as well.
+  MissSort sort;
+  uint32_t* fills = nullptr;  // fill_capacity entries
+  int64_t fill_capacity = 0;  // DeferredFillCapacity (cache_kernels.h); 0: a managed home
+  int passes = 1;
+};
+
+// After pass `pass`'s insert, its moves in buffer `at` of moves.sort: a
+// managed home's rows moved, or a mapped home's evicted rows taken out.
+void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int at, const char* op,
+                  cudaStream_t stream);
+
+// After the last pass: a mapped home's deferred fills copied in and its
+// staged rows written home (nothing for a managed home).
+void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
+                 cudaStream_t stream);
+
+}  // namespace ember::cache::internal::cuda
