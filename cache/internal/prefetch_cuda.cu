@@ -259,8 +259,10 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
   }
 }
 
-// Warps take windows of 32 sorted misses and insert every set run that
-// starts in theirs (a run may go on past it).
+// A warp per sorted miss, which inserts the set run that starts there (a
+// run is one set's misses). Not a warp per window of 32: a pass of few
+// misses a set has a run at nearly every entry, and a warp would take up
+// to 32 of them in turn, each a chain of dependent loads.
 __global__ void __launch_bounds__(kBlockThreads, 2)
     InsertKernel(const CacheArgs cache, const LocationArgs where, const Moves moves,
                  int64_t timestep, int64_t begin, const unsigned long long* misses,
@@ -270,18 +272,12 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
   if (header->fault_key != kNoFaultKey) return;
   if (blockIdx.x == 0 && threadIdx.x == 0) *next_misses = 0;
   const auto count = static_cast<int64_t>(*misses);
-  const int64_t windows = (count + kWarp - 1) / kWarp;
   const int64_t warps = int64_t{gridDim.x} * kBlockWarps;
-  for (int64_t w = int64_t{blockIdx.x} * kBlockWarps + threadIdx.x / kWarp; w < windows;
-       w += warps) {
-    const int64_t j = w * kWarp + Lane();
-    const int64_t set = j < count ? SetOf(rows[j], cache.num_sets) : -1;
-    const bool starts = j < count && (j == 0 || SetOf(rows[j - 1], cache.num_sets) != set);
-    for (unsigned heads = __ballot_sync(kFullMask, starts); heads != 0; heads &= heads - 1) {
-      const int h = __ffs(heads) - 1;
-      InsertRun(cache, where, moves, timestep, begin, rows, positions, count, w * kWarp + h,
-                __shfl_sync(kFullMask, set, h), ways_by_rank[threadIdx.x / kWarp]);
-    }
+  for (int64_t j = int64_t{blockIdx.x} * kBlockWarps + threadIdx.x / kWarp; j < count; j += warps) {
+    const int64_t set = SetOf(rows[j], cache.num_sets);
+    if (j > 0 && SetOf(rows[j - 1], cache.num_sets) == set) continue;  // the whole warp
+    InsertRun(cache, where, moves, timestep, begin, rows, positions, count, j, set,
+              ways_by_rank[threadIdx.x / kWarp]);
   }
 }
 
@@ -369,7 +365,7 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
       listed.fill_count = &sc.header->moves.fills;
       listed.fills = sc.fills;
     }
-    InsertKernel<<<GridFor(end - begin, kBlockThreads, 4096), kBlockThreads, 0, s>>>(
+    InsertKernel<<<GridFor(end - begin, kBlockWarps, 4096), kBlockThreads, 0, s>>>(
         cache, where, listed, timestep, begin, misses, &sc.header->misses[(pass + 1) % 2],
         sc.header, sc.rows[at], sc.positions[at]);
     CudaCheckLaunch("InsertKernel", kOp);
