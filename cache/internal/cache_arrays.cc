@@ -122,7 +122,8 @@ int64_t PrefetchScratchBytes(const CacheArgs& cache, int64_t num_indices, int pa
   // sort's tile counts (half a byte an entry, rounded up) for a pass or
   // the staging, whichever is larger, and the deferred fills' slots.
   const int64_t sorted = std::max(chunk, cache.staging_capacity);
-  return 64 + 24 * chunk + sorted / 2 + 1024 + 4 * DeferredFillCapacity(cache, num_indices);
+  return kPrefetchHeaderBytes + 24 * chunk + sorted / 2 + 1024 +
+         4 * DeferredFillCapacity(cache, num_indices);
 }
 
 LocationArgs LocationsIn(const storage::Tensor& locations, int64_t capacity) {

@@ -248,6 +248,11 @@ __host__ __device__ inline int HomeShift(int row_bits) {
 __host__ __device__ inline uint64_t HomeKey(int64_t row, int row_bits) {
   return static_cast<uint64_t>(row) >> HomeShift(row_bits);
 }
+// A coarser home order: kHomeBins spans of home memory.
+inline constexpr int kHomeBins = 256;
+__host__ __device__ inline int HomeBin(int64_t row, int row_bits) {
+  return static_cast<int>(static_cast<uint64_t>(row) >> (row_bits > 8 ? row_bits - 8 : 0));
+}
 // Bytes of tile_counts for `capacity` entries.
 inline int64_t MissTileCountBytes(int64_t capacity) {
   return capacity > kMissTile ? (capacity + kMissTile - 1) / kMissTile * 256 * 4 : 0;

@@ -62,6 +62,7 @@ void ReadDeviceCuda(const int64_t* from, int64_t* to, int64_t count, int device)
 // passes (a bound of the scratch's layout in prefetch_cuda.cu that grows
 // with the indices of a pass, so that it sets the passes for a budget).
 // Defined in cache_arrays.cc, for CPU and CUDA builds alike.
+inline constexpr int64_t kPrefetchHeaderBytes = 2048;  // a bound of the scratch's header
 int64_t PassChunk(int64_t num_indices, int passes);
 int64_t DeferredFillCapacity(const CacheArgs& cache, int64_t num_indices);
 int64_t PrefetchScratchBytes(const CacheArgs& cache, int64_t num_indices, int passes);

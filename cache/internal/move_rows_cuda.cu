@@ -10,6 +10,8 @@
 
 #include "cache/internal/move_rows_cuda.cuh"
 
+#include <cub/block/block_scan.cuh>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -127,30 +129,72 @@ __global__ void __launch_bounds__(kBlockThreads, 4)
                                      });
 }
 
-// A mapped home's pass: each evicted row out of its slot, into the next
+// The highest HomeBin whose rows may take the staging: the staging's room
+// left at the pass's start holds every evicted row of the bins below it.
+// A block's threads (kBlockThreads, one per bin) all call it.
+__device__ int StagingCutoff(const MoveCounts& counts, int64_t staging_capacity) {
+  using Scan = cub::BlockScan<unsigned long long, kBlockThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ int cutoff;
+  const auto room = static_cast<unsigned long long>(staging_capacity) - counts.staged_before;
+  const unsigned long long in_bin =
+      threadIdx.x < kHomeBins ? counts.evicted_in_bin[threadIdx.x] : 0;
+  unsigned long long through = 0;  // evicted rows of bins 0 .. this one
+  Scan(scan).InclusiveSum(in_bin, through);
+  if (threadIdx.x == 0) cutoff = kHomeBins - 1;
+  __syncthreads();
+  if (threadIdx.x < kHomeBins && through > room) atomicMin(&cutoff, static_cast<int>(threadIdx.x));
+  __syncthreads();
+  return cutoff;
+}
+
+// A mapped home's pass: each evicted row out of its slot into the next
 // staging row while there is one (listed with its row for the way home),
-// else home.
+// else listed in `overflow` for the way home in home order. Where the
+// staging may overflow, the rows of bins above StagingCutoff go home.
 __global__ void __launch_bounds__(kBlockThreads, 4)
-    StageKernel(const CacheArgs cache, const Moves moves, unsigned long long* staged,
+    StageKernel(const CacheArgs cache, const Moves moves, const Moves overflow, MoveCounts* counts,
                 const unsigned long long* fault_key) {
   if (*fault_key != kNoFaultKey) return;
+  const bool bins = moves.evicted_in_bin != nullptr;
+  const int cutoff = bins ? StagingCutoff(*counts, cache.staging_capacity) : kHomeBins;
   ForEachWarpCopy<kRowsInFlight>(
       static_cast<int64_t>(*moves.count), WarpOfGrid(), WarpsOfGrid(), [&](int64_t f, bool mine) {
         const int64_t row = mine ? moves.rows[f] : kEmpty;
-        const int64_t slot = mine ? moves.slots[f] : 0;
+        const auto slot = mine ? moves.slots[f] : 0u;
         const bool evicts = row != kEmpty;
-        const auto g =
-            static_cast<int64_t>(WarpReserve(staged, evicts && cache.staging_capacity > 0));
-        char* cached = SlotRowAt(cache, slot);
-        if (!evicts || g >= cache.staging_capacity) return HomeCopy(cache, row, cached, true);
+        const bool may_stage = evicts && cache.staging_capacity > 0 &&
+                               (!bins || HomeBin(row, moves.row_bits) <= cutoff);
+        const auto g = static_cast<int64_t>(WarpReserve(&counts->staged, may_stage));
+        const bool stages = may_stage && g < cache.staging_capacity;
+        const unsigned long long o = WarpReserve(overflow.count, evicts && !stages);
+        if (evicts && !stages) {
+          overflow.rows[o] = row;
+          overflow.slots[o] = slot;
+        }
+        if (!stages) return RowCopy{};
         cache.staged_rows[0][g] = row;
         cache.staged_at[0][g] = static_cast<uint32_t>(g);
         RowCopy copy;
-        copy.from = cached;
+        copy.from = SlotRowAt(cache, slot);
         copy.to = StagedRowAt(cache, g);
         copy.bytes = RowBytes(cache, TableOf(cache, row));
         return copy;
       });
+}
+
+// The evicted rows the staging had no room for, written home from their
+// slots.
+__global__ void __launch_bounds__(kBlockThreads, 4)
+    WriteBackKernel(const CacheArgs cache, const Moves overflow,
+                    const unsigned long long* fault_key) {
+  if (*fault_key != kNoFaultKey) return;
+  ForEachWarpCopy<kRowsInFlight>(static_cast<int64_t>(*overflow.count), WarpOfGrid(), WarpsOfGrid(),
+                                 [&](int64_t f, bool mine) {
+                                   if (!mine) return RowCopy{};
+                                   return HomeCopy(cache, overflow.rows[f],
+                                                   SlotRowAt(cache, overflow.slots[f]), true);
+                                 });
 }
 
 // Piece `piece` of the deferred fills (`capacity` entries a piece): its
@@ -259,29 +303,46 @@ int SortByHome(MissSort sort, int64_t* const rows[2], uint32_t* const positions[
 // entries a block, enough to keep the link busy.
 unsigned CopyGrid(int64_t entries) { return GridFor(entries, kBlockWarps * kRowsInFlight, 2048); }
 
+// Whether a prefetch's evictions may outnumber the staging's rows.
+bool MayOverflow(const CacheArgs& cache, const RowMoves& moves) {
+  return cache.staging_capacity < moves.fill_capacity;
+}
+
 }  // namespace
+
+Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int at) {
+  Moves listed{&moves.counts->moves, moves.sort.rows[at], moves.sort.positions[at]};
+  if (moves.fill_capacity == 0) return listed;
+  listed.fill_count = &moves.counts->fills;
+  listed.fills = moves.fills;
+  if (MayOverflow(cache, moves)) listed.evicted_in_bin = moves.counts->evicted_in_bin;
+  listed.row_bits = moves.sort.row_bits;
+  return listed;
+}
 
 void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int at, const char* op,
                   cudaStream_t stream) {
   const MissSort& sort = moves.sort;
-  const auto pass_moves = [&](int b) {
-    return Moves{&moves.counts->moves, sort.rows[b], sort.positions[b]};
-  };
   if (moves.fill_capacity == 0) {
-    MoveKernel<<<CopyGrid(sort.capacity), kBlockThreads, 0, stream>>>(cache, pass_moves(at),
-                                                                      sort.fault_key);
+    MoveKernel<<<CopyGrid(sort.capacity), kBlockThreads, 0, stream>>>(
+        cache, PassMoves(cache, moves, at), sort.fault_key);
     CudaCheckLaunch("MoveKernel", op);
     return;
   }
+  const int free = 1 - at;
+  StageKernel<<<CopyGrid(sort.capacity), kBlockThreads, 0, stream>>>(
+      cache, PassMoves(cache, moves, at),
+      Moves{&moves.counts->overflow, sort.rows[free], sort.positions[free]}, moves.counts,
+      sort.fault_key);
+  CudaCheckLaunch("StageKernel", op);
   // Rows written home from their slots go in home order; when the staging
   // holds every row a prefetch can evict, none does.
-  if (cache.staging_capacity < moves.fill_capacity) {
-    at = SortByHome(sort, sort.rows, sort.positions, at, &moves.counts->moves, sort.capacity, op,
-                    stream);
-  }
-  StageKernel<<<CopyGrid(sort.capacity), kBlockThreads, 0, stream>>>(
-      cache, pass_moves(at), &moves.counts->staged, sort.fault_key);
-  CudaCheckLaunch("StageKernel", op);
+  if (!MayOverflow(cache, moves)) return;
+  const int b = SortByHome(sort, sort.rows, sort.positions, free, &moves.counts->overflow,
+                           sort.capacity, op, stream);
+  WriteBackKernel<<<CopyGrid(sort.capacity), kBlockThreads, 0, stream>>>(
+      cache, Moves{&moves.counts->overflow, sort.rows[b], sort.positions[b]}, sort.fault_key);
+  CudaCheckLaunch("WriteBackKernel", op);
 }
 
 void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,

@@ -33,14 +33,33 @@ namespace ember::cache::internal::cuda {
 // A prefetch's counters in device memory, zeroed by its first kernel
 // (`moves` by each pass's probe).
 struct MoveCounts {
-  unsigned long long moves;   // this pass's moves
-  unsigned long long staged;  // evicted rows given a staging row (may pass its capacity)
-  unsigned long long fills;   // deferred fills listed
-  unsigned long long piece;   // deferred fills in the piece being copied
+  unsigned long long moves;          // this pass's moves
+  unsigned long long overflow;       // this pass's evicted rows the staging had no room for
+  unsigned long long staged;         // evicted rows given a staging row (may pass its capacity)
+  unsigned long long fills;          // deferred fills listed
+  unsigned long long piece;          // deferred fills in the piece being copied
+  unsigned long long staged_before;  // `staged` as this pass began, at most the capacity
+  // This pass's evicted rows by HomeBin, where the staging may overflow:
+  // the rows of the lowest bins take the staging, so that those written
+  // home from their slots lie together in home memory.
+  unsigned evicted_in_bin[kHomeBins];
 };
 
+// Block 0 of a pass's first kernel (kBlockThreads threads), after the last
+// pass's moves: this pass's counts started.
+__device__ inline void BeginPassMoves(MoveCounts* counts, int64_t staging_capacity) {
+  static_assert(kBlockThreads >= kHomeBins);
+  if (threadIdx.x < kHomeBins) counts->evicted_in_bin[threadIdx.x] = 0;
+  if (threadIdx.x != 0) return;
+  counts->moves = 0;
+  counts->overflow = 0;
+  const auto capacity = static_cast<unsigned long long>(staging_capacity);
+  counts->staged_before = counts->staged < capacity ? counts->staged : capacity;
+}
+
 // A pass's moves, listed by its insert: the slot and the row it evicts
-// (kEmpty: none; the new row is the slot's tag); and, for a mapped home,
+// (kEmpty: none; the new row is the slot's tag), or the evicted rows a
+// pass writes home from their slots; and, for a mapped home,
 // every slot appended to the prefetch's deferred fills.
 struct Moves {
   unsigned long long* count = nullptr;
@@ -48,6 +67,8 @@ struct Moves {
   uint32_t* slots = nullptr;
   unsigned long long* fill_count = nullptr;  // null: a managed home
   uint32_t* fills = nullptr;
+  unsigned* evicted_in_bin = nullptr;  // null: the staging cannot overflow
+  int row_bits = 0;                    // of HomeBin
 };
 
 // A prefetch's row moves: its counters, and the scratch they use.
@@ -62,8 +83,13 @@ struct RowMoves {
   int passes = 1;
 };
 
-// After pass `pass`'s insert, its moves in buffer `at` of moves.sort: a
-// managed home's rows moved, or a mapped home's evicted rows taken out.
+// Where a pass's insert lists its moves: buffer `at` of moves.sort (the
+// other one holds the sorted misses).
+Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int at);
+
+// After a pass's insert, its moves in buffer `at` of moves.sort (the other
+// one free): a managed home's rows moved, or a mapped home's evicted rows
+// taken out.
 void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int at, const char* op,
                   cudaStream_t stream);
 

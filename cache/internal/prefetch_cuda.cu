@@ -69,10 +69,9 @@ struct Header {
   // The miss list's length, of even and odd passes: a pass's insert kernel
   // zeroes the next pass's (no launch of its own).
   unsigned long long misses[2];
-  unsigned long long unused;
   MoveCounts moves;
 };
-static_assert(sizeof(Header) == 64);
+static_assert(sizeof(Header) % 8 == 0 && sizeof(Header) <= kPrefetchHeaderBytes);
 
 struct Scratch {
   Header* header = nullptr;
@@ -154,7 +153,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   if (header->fault_key != kNoFaultKey) return;
   if (blockIdx.x == 0) {
     CountRequested(cache, batch, begin, end);
-    if (threadIdx.x == 0) header->moves.moves = 0;  // the last pass's moves have run
+    BeginPassMoves(&header->moves, cache.staging_capacity);
   }
   const int64_t k = begin + int64_t{blockIdx.x} * kBlockThreads + threadIdx.x;
   const bool valid = k < end;
@@ -229,6 +228,9 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
     const bool evicts = fills && evicted != kEmpty;
     const int table = head ? TableOf(cache, row) : 0;
     const int evicted_table = evicts ? TableOf(cache, evicted) : 0;
+    if (evicts && moves.evicted_in_bin != nullptr) {
+      atomicAdd(&moves.evicted_in_bin[HomeBin(evicted, moves.row_bits)], 1u);
+    }
     if (head && cache.policy == Policy::kLfu) cache.counts[row] += 1;
     WarpCount(cache, head, table, kUnique);
     WarpCount(cache, head, table, kUniqueMisses);
@@ -360,14 +362,9 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
     MissSort by_set = sort;
     by_set.count = misses;
     const int at = SortMissesCuda(by_set, kOp, s);
-    Moves listed{&sc.header->moves.moves, sc.rows[1 - at], sc.positions[1 - at]};
-    if (fills > 0) {
-      listed.fill_count = &sc.header->moves.fills;
-      listed.fills = sc.fills;
-    }
     InsertKernel<<<GridFor(end - begin, kBlockWarps, 4096), kBlockThreads, 0, s>>>(
-        cache, where, listed, timestep, begin, misses, &sc.header->misses[(pass + 1) % 2],
-        sc.header, sc.rows[at], sc.positions[at]);
+        cache, where, PassMoves(cache, moves, 1 - at), timestep, begin, misses,
+        &sc.header->misses[(pass + 1) % 2], sc.header, sc.rows[at], sc.positions[at]);
     CudaCheckLaunch("InsertKernel", kOp);
     MovePassRows(cache, moves, 1 - at, kOp, s);
   }
