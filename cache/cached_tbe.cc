@@ -142,13 +142,14 @@ CachedTbe::~CachedTbe() = default;  // the tensors delete themselves through the
 
 int64_t CachedTbe::num_slots() const { return num_sets_ * kWays; }
 
-// None when staging_bytes hold less than one row.
+// No staging rows when staging_bytes hold less than one; the per-slot
+// part always (a prefetch's evictions without a staging row wait there).
 void CachedTbe::AddStaging(CacheArgs& args) {
   const int64_t row_bytes = slot_dim_ * static_cast<int64_t>(storage::SizeOf(options_.dtype));
   const int64_t rows = internal::StagingRows(options_.staging_bytes, row_bytes);
-  if (rows == 0) return;
-  staging_ = Tensor::Empty(engine_, device_memory_, {internal::StagingElements(rows, row_bytes)},
-                           DType::kI64, options_.ctx);
+  staging_ = Tensor::Empty(engine_, device_memory_,
+                           {internal::StagingElements(rows, row_bytes, num_slots())}, DType::kI64,
+                           options_.ctx);
   internal::SetStaging(staging_, rows, row_bytes, &args);
 }
 

@@ -119,6 +119,9 @@ struct CacheArgs {
   int64_t* staged_rows[2] = {nullptr, nullptr};
   uint32_t* staged_at[2] = {nullptr, nullptr};
   int64_t staging_capacity = 0;
+  // Per slot, the row a prefetch in progress evicted from it without a
+  // staging row (valid where its deferred fill says so): a mapped home's.
+  int64_t* evicted_of_slot = nullptr;
 };
 
 // One batch: the TBE layout of ops/embedding_bag.h (indices, T * B + 1

@@ -92,13 +92,13 @@ int64_t StagingRows(int64_t staging_bytes, int64_t slot_row_bytes) {
   return staging_bytes / (slot_row_bytes + 24);
 }
 
-int64_t StagingElements(int64_t rows, int64_t slot_row_bytes) {
-  return (rows * slot_row_bytes + 7) / 8 + 3 * rows;
+int64_t StagingElements(int64_t rows, int64_t slot_row_bytes, int64_t num_slots) {
+  return (rows * slot_row_bytes + 7) / 8 + 3 * rows + num_slots;
 }
 
 void SetStaging(const storage::Tensor& staging, int64_t rows, int64_t slot_row_bytes,
                 CacheArgs* args) {
-  int64_t* ids = staging.data<int64_t>() + StagingElements(rows, slot_row_bytes) - 3 * rows;
+  int64_t* ids = staging.data<int64_t>() + (rows * slot_row_bytes + 7) / 8;
   auto* at = reinterpret_cast<uint32_t*>(ids + 2 * rows);
   args->staging = staging.data();
   args->staged_rows[0] = ids;
@@ -106,6 +106,7 @@ void SetStaging(const storage::Tensor& staging, int64_t rows, int64_t slot_row_b
   args->staged_at[0] = at;
   args->staged_at[1] = at + rows;
   args->staging_capacity = rows;
+  args->evicted_of_slot = ids + 3 * rows;
 }
 
 int64_t PassChunk(int64_t num_indices, int passes) {
@@ -116,13 +117,25 @@ int64_t DeferredFillCapacity(const CacheArgs& cache, int64_t num_indices) {
   return cache.home_mapped ? std::min(num_indices, cache.num_sets * kWays) : 0;
 }
 
-int64_t PrefetchScratchBytes(const CacheArgs& cache, int64_t num_indices, int passes) {
+int64_t SortEntries(const CacheArgs& cache, int64_t num_indices, int passes) {
   const int64_t chunk = std::max<int64_t>(PassChunk(num_indices, passes), 0);
-  // A header, a pass's misses or moves (rows and positions, twice), the
-  // sort's tile counts (half a byte an entry, rounded up) for a pass or
-  // the staging, whichever is larger, and the deferred fills' slots.
-  const int64_t sorted = std::max(chunk, cache.staging_capacity);
-  return kPrefetchHeaderBytes + 24 * chunk + sorted / 2 + 1024 +
+  // Pieces of 1.5 passes when fills are deferred over several: the fills
+  // of a prefetch are often more than a pass's misses, and a piece's rows
+  // read denser in home memory the larger it is; within the 50 / M bytes
+  // an index of the budget for M passes (docs/cache.md).
+  const int64_t pieces =
+      passes > 1 ? std::min(DeferredFillCapacity(cache, num_indices), chunk + chunk / 2) : 0;
+  return std::max(chunk, pieces);
+}
+
+int64_t PrefetchScratchBytes(const CacheArgs& cache, int64_t num_indices, int passes) {
+  const int64_t entries = SortEntries(cache, num_indices, passes);
+  // A header, a pass's misses or moves or a piece of the fills (rows and
+  // positions, twice), the sort's tile counts (half a byte an entry,
+  // rounded up) for those or the staging, whichever is larger, and the
+  // deferred fills' slots.
+  const int64_t sorted = std::max(entries, cache.staging_capacity);
+  return kPrefetchHeaderBytes + 24 * entries + sorted / 2 + 1024 +
          4 * DeferredFillCapacity(cache, num_indices);
 }
 

@@ -10,7 +10,8 @@
 //                      a GPU step's tallies (kStatTallies x T x F)
 //   locations (i32):   slot per index (C), locked slots (C), their count (i64)
 //   staging (i64):     R rows of a slot's bytes (rounded up to i64), then
-//                      linear ids (R, twice), then staging rows (R u32, twice)
+//                      linear ids (R, twice), staging rows (R u32, twice),
+//                      and an evicted row per slot (S)
 //
 // Thread safety: functions of their arguments; PushInitialize pushes.
 
@@ -37,9 +38,9 @@ CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& option
                         const storage::Tensor& meta);
 
 // The staging rows that `staging_bytes` hold for slots of `slot_row_bytes`
-// (0: none), and the i64 elements of R of them.
+// (0: none), and the i64 elements of R of them with the per-slot part.
 int64_t StagingRows(int64_t staging_bytes, int64_t slot_row_bytes);
-int64_t StagingElements(int64_t rows, int64_t slot_row_bytes);
+int64_t StagingElements(int64_t rows, int64_t slot_row_bytes, int64_t num_slots);
 // Points `args` at a staging tensor of `rows` rows (see the layout).
 void SetStaging(const storage::Tensor& staging, int64_t rows, int64_t slot_row_bytes,
                 CacheArgs* args);

@@ -66,6 +66,9 @@ inline constexpr int64_t kPrefetchHeaderBytes = 2048;  // a bound of the scratch
 int64_t PassChunk(int64_t num_indices, int passes);
 int64_t DeferredFillCapacity(const CacheArgs& cache, int64_t num_indices);
 int64_t PrefetchScratchBytes(const CacheArgs& cache, int64_t num_indices, int passes);
+// The entries of the scratch's sort buffers: a pass's misses, or a piece
+// of the deferred fills.
+int64_t SortEntries(const CacheArgs& cache, int64_t num_indices, int passes);
 
 // CUDA twins (cache_cuda.cu). `scratch` is device memory of at least
 // PrefetchScratchBytes(...) bytes, reused across passes.

@@ -129,6 +129,10 @@ __global__ void __launch_bounds__(kBlockThreads, 4)
                                      });
 }
 
+// A deferred fill: its slot, and in the top bit whether the row it
+// evicts waits in its slot for the way home (no staging row was left).
+constexpr uint32_t kWritesBack = 0x80000000u;  // slots fit 31 bits (locations are i32)
+
 // The highest HomeBin whose rows may take the staging: the staging's room
 // left at the pass's start holds every evicted row of the bins below it.
 // A block's threads (kBlockThreads, one per bin) all call it.
@@ -150,14 +154,17 @@ __device__ int StagingCutoff(const MoveCounts& counts, int64_t staging_capacity)
 
 // A mapped home's pass: each evicted row out of its slot into the next
 // staging row while there is one (listed with its row for the way home),
-// else listed in `overflow` for the way home in home order. Where the
-// staging may overflow, the rows of bins above StagingCutoff go home.
+// else left in its slot (its id in evicted_of_slot); every move appended to
+// the deferred fills, the pass's at their end (`fills`: of the passes before).
+// Where the staging may overflow, only the rows of bins up to
+// StagingCutoff take it.
 __global__ void __launch_bounds__(kBlockThreads, 4)
-    StageKernel(const CacheArgs cache, const Moves moves, const Moves overflow, MoveCounts* counts,
+    StageKernel(const CacheArgs cache, const Moves moves, uint32_t* fills, MoveCounts* counts,
                 const unsigned long long* fault_key) {
   if (*fault_key != kNoFaultKey) return;
   const bool bins = moves.evicted_in_bin != nullptr;
   const int cutoff = bins ? StagingCutoff(*counts, cache.staging_capacity) : kHomeBins;
+  uint32_t* pass_fills = fills + counts->fills;
   ForEachWarpCopy<kRowsInFlight>(
       static_cast<int64_t>(*moves.count), WarpOfGrid(), WarpsOfGrid(), [&](int64_t f, bool mine) {
         const int64_t row = mine ? moves.rows[f] : kEmpty;
@@ -167,11 +174,8 @@ __global__ void __launch_bounds__(kBlockThreads, 4)
                                (!bins || HomeBin(row, moves.row_bits) <= cutoff);
         const auto g = static_cast<int64_t>(WarpReserve(&counts->staged, may_stage));
         const bool stages = may_stage && g < cache.staging_capacity;
-        const unsigned long long o = WarpReserve(overflow.count, evicts && !stages);
-        if (evicts && !stages) {
-          overflow.rows[o] = row;
-          overflow.slots[o] = slot;
-        }
+        if (mine) pass_fills[f] = slot | (evicts && !stages ? kWritesBack : 0u);
+        if (evicts && !stages) cache.evicted_of_slot[slot] = row;
         if (!stages) return RowCopy{};
         cache.staged_rows[0][g] = row;
         cache.staged_at[0][g] = static_cast<uint32_t>(g);
@@ -183,41 +187,58 @@ __global__ void __launch_bounds__(kBlockThreads, 4)
       });
 }
 
-// The evicted rows the staging had no room for, written home from their
-// slots.
-__global__ void __launch_bounds__(kBlockThreads, 4)
-    WriteBackKernel(const CacheArgs cache, const Moves overflow,
-                    const unsigned long long* fault_key) {
-  if (*fault_key != kNoFaultKey) return;
-  ForEachWarpCopy<kRowsInFlight>(static_cast<int64_t>(*overflow.count), WarpOfGrid(), WarpsOfGrid(),
-                                 [&](int64_t f, bool mine) {
-                                   if (!mine) return RowCopy{};
-                                   return HomeCopy(cache, overflow.rows[f],
-                                                   SlotRowAt(cache, overflow.slots[f]), true);
-                                 });
-}
-
-// Piece `piece` of the deferred fills (`capacity` entries a piece): its
-// count, and its entries as (new row, slot) into buffer 0 of `sort`, for
-// the sort into home order. The first piece also clamps the staged count
-// to the staging's capacity.
+// Piece `piece` of the deferred fills (sort.capacity entries a piece) into
+// buffer 0 of `sort`, for the sort into home order, and their count:
+// those that write their evicted rows back, as (evicted row, slot), or
+// all, as (new row, slot). The first piece also clamps the staged count to
+// the staging's capacity.
 __global__ void PieceKernel(const CacheArgs cache, const uint32_t* fills, MoveCounts* counts,
-                            MissSort sort, int64_t piece) {
+                            MissSort sort, int64_t piece, bool write_backs) {
   if (*sort.fault_key != kNoFaultKey) return;
   const int64_t first = piece * sort.capacity;
-  const int64_t left = static_cast<int64_t>(counts->fills) - first;
+  const int64_t left = static_cast<int64_t>(counts->fills + counts->moves) - first;
   const int64_t count = left < 0 ? 0 : (left < sort.capacity ? left : sort.capacity);
   const int64_t i0 = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i0 == 0) {
-    counts->piece = static_cast<unsigned long long>(count);
+  if (i0 == 0 && piece == 0) {
     const auto capacity = static_cast<unsigned long long>(cache.staging_capacity);
-    if (piece == 0 && counts->staged > capacity) counts->staged = capacity;
+    if (counts->staged > capacity) counts->staged = capacity;
   }
-  for (int64_t i = i0; i < count; i += int64_t{gridDim.x} * blockDim.x) {
-    const uint32_t slot = fills[first + i];
-    sort.rows[0][i] = cache.tags[slot];
-    sort.positions[0][i] = slot;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  if (!write_backs) {
+    if (i0 == 0) counts->piece = static_cast<unsigned long long>(count);
+    for (int64_t i = i0; i < count; i += stride) {
+      const uint32_t slot = fills[first + i] & ~kWritesBack;
+      sort.rows[0][i] = cache.tags[slot];
+      sort.positions[0][i] = slot;
+    }
+    return;
   }
+  // counts->piece was zeroed by the launch before (ZeroPieceKernel).
+  for (int64_t base = i0 - Lane(); base < count; base += stride) {  // whole warps
+    const int64_t i = base + Lane();
+    const uint32_t entry = i < count ? fills[first + i] : 0u;
+    const bool writes_back = (entry & kWritesBack) != 0;
+    const uint32_t slot = entry & ~kWritesBack;
+    const unsigned long long at = WarpReserve(&counts->piece, writes_back);
+    if (!writes_back) continue;
+    sort.rows[0][at] = cache.evicted_of_slot[slot];
+    sort.positions[0][at] = slot;
+  }
+}
+
+__global__ void ZeroPieceKernel(MoveCounts* counts) { counts->piece = 0; }
+
+// The evicted rows of a piece (sorted in `rows`, `slots`), written home
+// from their slots.
+__global__ void __launch_bounds__(kBlockThreads, 4)
+    WriteBackKernel(const CacheArgs cache, const int64_t* rows, const uint32_t* slots,
+                    const unsigned long long* count, const unsigned long long* fault_key) {
+  if (*fault_key != kNoFaultKey) return;
+  ForEachWarpCopy<kRowsInFlight>(
+      static_cast<int64_t>(*count), WarpOfGrid(), WarpsOfGrid(), [&](int64_t f, bool mine) {
+        if (!mine) return RowCopy{};
+        return HomeCopy(cache, rows[f], SlotRowAt(cache, slots[f]), true);
+      });
 }
 
 // The staged rows, sorted into home order.
@@ -312,50 +333,54 @@ bool MayOverflow(const CacheArgs& cache, const RowMoves& moves) {
 
 Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int at) {
   Moves listed{&moves.counts->moves, moves.sort.rows[at], moves.sort.positions[at]};
-  if (moves.fill_capacity == 0) return listed;
-  listed.fill_count = &moves.counts->fills;
-  listed.fills = moves.fills;
-  if (MayOverflow(cache, moves)) listed.evicted_in_bin = moves.counts->evicted_in_bin;
-  listed.row_bits = moves.sort.row_bits;
+  if (moves.fill_capacity > 0 && MayOverflow(cache, moves)) {
+    listed.evicted_in_bin = moves.counts->evicted_in_bin;
+    listed.row_bits = moves.sort.row_bits;
+  }
   return listed;
 }
 
 void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int at, const char* op,
                   cudaStream_t stream) {
-  const MissSort& sort = moves.sort;
+  const unsigned grid = CopyGrid(moves.sort.capacity);
+  const unsigned long long* fault_key = moves.sort.fault_key;
   if (moves.fill_capacity == 0) {
-    MoveKernel<<<CopyGrid(sort.capacity), kBlockThreads, 0, stream>>>(
-        cache, PassMoves(cache, moves, at), sort.fault_key);
+    MoveKernel<<<grid, kBlockThreads, 0, stream>>>(cache, PassMoves(cache, moves, at), fault_key);
     CudaCheckLaunch("MoveKernel", op);
     return;
   }
-  const int free = 1 - at;
-  StageKernel<<<CopyGrid(sort.capacity), kBlockThreads, 0, stream>>>(
-      cache, PassMoves(cache, moves, at),
-      Moves{&moves.counts->overflow, sort.rows[free], sort.positions[free]}, moves.counts,
-      sort.fault_key);
+  StageKernel<<<grid, kBlockThreads, 0, stream>>>(cache, PassMoves(cache, moves, at), moves.fills,
+                                                  moves.counts, fault_key);
   CudaCheckLaunch("StageKernel", op);
-  // Rows written home from their slots go in home order; when the staging
-  // holds every row a prefetch can evict, none does.
-  if (!MayOverflow(cache, moves)) return;
-  const int b = SortByHome(sort, sort.rows, sort.positions, free, &moves.counts->overflow,
-                           sort.capacity, op, stream);
-  WriteBackKernel<<<CopyGrid(sort.capacity), kBlockThreads, 0, stream>>>(
-      cache, Moves{&moves.counts->overflow, sort.rows[b], sort.positions[b]}, sort.fault_key);
-  CudaCheckLaunch("WriteBackKernel", op);
 }
 
 void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
                  cudaStream_t stream) {
   if (moves.fill_capacity == 0) return;
-  const MissSort& sort = moves.sort;
+  MissSort sort = moves.sort;
+  sort.capacity = moves.piece_capacity;
   const int64_t pieces = (moves.fill_capacity + sort.capacity - 1) / sort.capacity;
+  const unsigned grid = CopyGrid(sort.capacity);
+  const unsigned gather_grid = GridFor(sort.capacity, kBlockThreads, 1024);
+  unsigned long long* piece_count = &moves.counts->piece;
   Staged staged;
   staged.count = &moves.counts->staged;
   for (int64_t piece = 0; piece < pieces; ++piece) {
-    PieceKernel<<<GridFor(sort.capacity, kBlockThreads, 1024), kBlockThreads, 0, stream>>>(
-        cache, moves.fills, moves.counts, sort, piece);
-    CudaCheckLaunch("PieceKernel", op);
+    if (MayOverflow(cache, moves)) {  // the piece's rows without a staging row go home first
+      ZeroPieceKernel<<<1, 1, 0, stream>>>(moves.counts);
+      CudaCheckLaunch("ZeroPieceKernel", op);
+      PieceKernel<<<gather_grid, kBlockThreads, 0, stream>>>(cache, moves.fills, moves.counts, sort,
+                                                             piece, true);
+      CudaCheckLaunch("PieceKernel (write-backs)", op);
+      const int b =
+          SortByHome(sort, sort.rows, sort.positions, 0, piece_count, sort.capacity, op, stream);
+      WriteBackKernel<<<grid, kBlockThreads, 0, stream>>>(cache, sort.rows[b], sort.positions[b],
+                                                          piece_count, sort.fault_key);
+      CudaCheckLaunch("WriteBackKernel", op);
+    }
+    PieceKernel<<<gather_grid, kBlockThreads, 0, stream>>>(cache, moves.fills, moves.counts, sort,
+                                                           piece, false);
+    CudaCheckLaunch("PieceKernel (fills)", op);
     const bool drains = piece == 0 && cache.staging_capacity > 0;
     if (drains) {
       const int b = SortByHome(sort, cache.staged_rows, cache.staged_at, 0, staged.count,
@@ -363,10 +388,10 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
       staged.rows = cache.staged_rows[b];
       staged.at = cache.staged_at[b];
     }
-    const int b = SortByHome(sort, sort.rows, sort.positions, 0, &moves.counts->piece,
-                             sort.capacity, op, stream);
-    FillKernel<<<2 * CopyGrid(sort.capacity), kBlockThreads, 0, stream>>>(
-        cache, sort.rows[b], sort.positions[b], &moves.counts->piece, staged, drains,
+    const int b =
+        SortByHome(sort, sort.rows, sort.positions, 0, piece_count, sort.capacity, op, stream);
+    FillKernel<<<2 * grid, kBlockThreads, 0, stream>>>(
+        cache, sort.rows[b], sort.positions[b], piece_count, staged, drains,
         moves.passes > 1 && staged.rows != nullptr, sort.row_bits, sort.fault_key);
     CudaCheckLaunch("FillKernel", op);
   }

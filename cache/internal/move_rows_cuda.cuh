@@ -9,15 +9,18 @@
 //
 // A host-mapped home is read and written through small address
 // translations, so its rows move in home order, densely: a pass only takes
-// its evicted rows out of their slots (into the staging, or home when the
-// staging is full), and the fills of every pass wait for the prefetch's
-// end, where they are sorted into home order together and copied in while
-// the staged rows go home. Deferring them is safe because a slot is filled
-// at most once per timestep (a filled slot is no victim for a later pass),
-// so each slot still holds its evicted row until the end; the one row that
-// can be both evicted and filled (evicted by one pass, missed and inserted
-// elsewhere by a later one) is filled from its staged copy, or from home
-// where its pass wrote it.
+// its evicted rows out of their slots into the staging, and lists every
+// fill (its slot, and whether its evicted row found no staging row), and
+// the fills of every pass wait for the prefetch's end. There, piece by
+// piece of the list, the evicted rows the staging had no room for go home
+// from their slots, then the new rows are copied in while the staged rows
+// go home, each sorted into home order across all passes. Deferring them is
+// safe because a slot is filled at most once per timestep (a filled slot
+// is no victim for a later pass), so each slot still holds its evicted row
+// until its fill; the one row that can be both evicted and filled (evicted
+// by one pass, missed and inserted elsewhere by a later one) is filled
+// from its staged copy, or from home after its write-back (its new slot
+// comes later in the list, so in the same piece or a later one).
 //
 // Thread safety: launches on the caller's stream.
 
@@ -30,14 +33,12 @@
 
 namespace ember::cache::internal::cuda {
 
-// A prefetch's counters in device memory, zeroed by its first kernel
-// (`moves` by each pass's probe).
+// A prefetch's counters in device memory, zeroed by its first kernel.
 struct MoveCounts {
   unsigned long long moves;          // this pass's moves
-  unsigned long long overflow;       // this pass's evicted rows the staging had no room for
+  unsigned long long fills;          // deferred fills of the passes before this one
   unsigned long long staged;         // evicted rows given a staging row (may pass its capacity)
-  unsigned long long fills;          // deferred fills listed
-  unsigned long long piece;          // deferred fills in the piece being copied
+  unsigned long long piece;          // entries of the piece being copied
   unsigned long long staged_before;  // `staged` as this pass began, at most the capacity
   // This pass's evicted rows by HomeBin, where the staging may overflow:
   // the rows of the lowest bins take the staging, so that those written
@@ -46,28 +47,25 @@ struct MoveCounts {
 };
 
 // Block 0 of a pass's first kernel (kBlockThreads threads), after the last
-// pass's moves: this pass's counts started.
+// pass's moves: their fills counted, this pass's moves started.
 __device__ inline void BeginPassMoves(MoveCounts* counts, int64_t staging_capacity) {
   static_assert(kBlockThreads >= kHomeBins);
   if (threadIdx.x < kHomeBins) counts->evicted_in_bin[threadIdx.x] = 0;
   if (threadIdx.x != 0) return;
+  counts->fills += counts->moves;
   counts->moves = 0;
-  counts->overflow = 0;
   const auto capacity = static_cast<unsigned long long>(staging_capacity);
   counts->staged_before = counts->staged < capacity ? counts->staged : capacity;
 }
 
 // A pass's moves, listed by its insert: the slot and the row it evicts
-// (kEmpty: none; the new row is the slot's tag), or the evicted rows a
-// pass writes home from their slots; and, for a mapped home,
-// every slot appended to the prefetch's deferred fills.
+// (kEmpty: none; the new row is the slot's tag), and the evicted rows
+// counted by HomeBin where the staging may overflow.
 struct Moves {
   unsigned long long* count = nullptr;
   int64_t* rows = nullptr;
   uint32_t* slots = nullptr;
-  unsigned long long* fill_count = nullptr;  // null: a managed home
-  uint32_t* fills = nullptr;
-  unsigned* evicted_in_bin = nullptr;  // null: the staging cannot overflow
+  unsigned* evicted_in_bin = nullptr;  // null: not counted
   int row_bits = 0;                    // of HomeBin
 };
 
@@ -78,8 +76,9 @@ struct RowMoves {
   // pass's misses and moves, and then the pieces of the deferred fills;
   // sort.tile_counts serve the staged rows' sort as well.
   MissSort sort;
-  uint32_t* fills = nullptr;  // fill_capacity entries
-  int64_t fill_capacity = 0;  // DeferredFillCapacity (cache_kernels.h); 0: a managed home
+  uint32_t* fills = nullptr;   // fill_capacity entries
+  int64_t piece_capacity = 0;  // entries of a piece of the deferred fills (SortEntries)
+  int64_t fill_capacity = 0;   // DeferredFillCapacity (cache_kernels.h); 0: a managed home
   int passes = 1;
 };
 

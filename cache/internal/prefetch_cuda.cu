@@ -82,9 +82,9 @@ struct Scratch {
   int64_t bytes = 0;  // used
 };
 
-// The scratch's pieces for `chunk` indices a pass, `sorted` entries at most
-// in one sort and `fills` deferred fills, from `base` (null: measures).
-Scratch Carve(void* base, int64_t chunk, int64_t sorted, int64_t fills) {
+// The scratch's pieces for sort buffers of `entries`, `sorted` entries at
+// most in one sort and `fills` deferred fills, from `base` (null: measures).
+Scratch Carve(void* base, int64_t entries, int64_t sorted, int64_t fills) {
   auto* at = static_cast<char*>(base);
   int64_t used = 0;
   auto take = [&](int64_t bytes) {
@@ -94,8 +94,8 @@ Scratch Carve(void* base, int64_t chunk, int64_t sorted, int64_t fills) {
   };
   Scratch s;
   s.header = reinterpret_cast<Header*>(take(sizeof(Header)));
-  for (int b = 0; b < 2; ++b) s.rows[b] = reinterpret_cast<int64_t*>(take(8 * chunk));
-  for (int b = 0; b < 2; ++b) s.positions[b] = reinterpret_cast<uint32_t*>(take(4 * chunk));
+  for (int b = 0; b < 2; ++b) s.rows[b] = reinterpret_cast<int64_t*>(take(8 * entries));
+  for (int b = 0; b < 2; ++b) s.positions[b] = reinterpret_cast<uint32_t*>(take(4 * entries));
   s.tile_counts = reinterpret_cast<uint32_t*>(take(MissTileCountBytes(sorted)));
   s.fills = reinterpret_cast<uint32_t*>(take(4 * fills));
   s.bytes = used;
@@ -126,8 +126,7 @@ __global__ void BeginKernel(const CacheArgs cache, const BatchArgs batch, const 
   if (threadIdx.x == 0) {
     *where.num_locked = 0;
     header->misses[0] = 0;
-    header->moves.staged = 0;
-    header->moves.fills = 0;
+    header->moves = MoveCounts{};
   }
 }
 
@@ -245,10 +244,6 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
       moves.rows[at] = evicted;  // kEmpty when the way was empty
       moves.slots[at] = static_cast<uint32_t>(slot);
     }
-    if (moves.fills != nullptr) {
-      const unsigned long long deferred = WarpReserve(moves.fill_count, fills);
-      if (fills) moves.fills[deferred] = static_cast<uint32_t>(slot);
-    }
     if (fills) {
       cache.tags[slot] = row;
       cache.timestamps[slot] = timestep;
@@ -324,13 +319,14 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
                           "passes)");
   }
   const int64_t fills = DeferredFillCapacity(cache, n);
-  const int64_t sorted = std::max(chunk, cache.staging_capacity);
-  const Scratch sizes = Carve(nullptr, chunk, sorted, fills);
+  const int64_t entries = SortEntries(cache, n, passes);
+  const int64_t sorted = std::max(entries, cache.staging_capacity);
+  const Scratch sizes = Carve(nullptr, entries, sorted, fills);
   if (scratch_bytes < sizes.bytes || reinterpret_cast<uintptr_t>(scratch) % 8 != 0) {
     throw InvalidArgument(std::string("[") + kOp + "] scratch of " + std::to_string(scratch_bytes) +
                           " bytes; " + std::to_string(sizes.bytes) + " (8-byte aligned) needed");
   }
-  const Scratch sc = Carve(scratch, chunk, sorted, fills);
+  const Scratch sc = Carve(scratch, entries, sorted, fills);
   CheckBatchCuda(cache, batch, &sc.header->fault_key, kOp, s);
   BeginKernel<<<1, kBlockThreads, 0, s>>>(cache, batch, where, sc.header, fault);
   CudaCheckLaunch("BeginKernel", kOp);
@@ -339,6 +335,7 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
   moves.counts = &sc.header->moves;
   moves.fills = sc.fills;
   moves.fill_capacity = fills;
+  moves.piece_capacity = entries;
   moves.passes = passes;
   MissSort& sort = moves.sort;
   sort.fault_key = &sc.header->fault_key;
