@@ -132,11 +132,13 @@ int64_t PrefetchScratchBytes(const CacheArgs& cache, int64_t num_indices, int pa
   const int64_t entries = SortEntries(cache, num_indices, passes);
   // A header, a pass's misses or moves or a piece of the fills (rows and
   // positions, twice), the sort's tile counts (half a byte an entry,
-  // rounded up) for those or the staging, whichever is larger, and the
-  // deferred fills' slots.
+  // rounded up) for those or the staging, whichever is larger, the
+  // deferred fills' slots, and with several passes an index of the staged
+  // rows (4 bytes per home key: 2^16 of them).
   const int64_t sorted = std::max(entries, cache.staging_capacity);
-  return kPrefetchHeaderBytes + 24 * entries + sorted / 2 + 1024 +
-         4 * DeferredFillCapacity(cache, num_indices);
+  const int64_t fills = DeferredFillCapacity(cache, num_indices);
+  const int64_t staged_index = fills > 0 && passes > 1 && cache.staging_capacity > 0 ? 4 << 16 : 0;
+  return kPrefetchHeaderBytes + 24 * entries + sorted / 2 + 1024 + 4 * fills + staged_index;
 }
 
 LocationArgs LocationsIn(const storage::Tensor& locations, int64_t capacity) {

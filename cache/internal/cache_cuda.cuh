@@ -242,6 +242,7 @@ struct MissSort {
 // row_bits), which group rows into spans of home memory that the GPU
 // translates together.
 inline constexpr int kHomeKeyBits = 16;
+inline constexpr int64_t kHomeKeys = int64_t{1} << kHomeKeyBits;
 __host__ __device__ inline int HomeShift(int row_bits) {
   return row_bits > kHomeKeyBits ? row_bits - kHomeKeyBits : 0;
 }

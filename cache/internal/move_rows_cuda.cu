@@ -241,30 +241,41 @@ __global__ void __launch_bounds__(kBlockThreads, 4)
       });
 }
 
-// The staged rows, sorted into home order.
+// The staged rows, sorted into home order, and where each home key's
+// start (with several passes, for the fills of rows staged by an earlier
+// pass).
 struct Staged {
   const int64_t* rows = nullptr;
   const uint32_t* at = nullptr;
   const unsigned long long* count = nullptr;
+  const uint32_t* key_starts = nullptr;  // kHomeKeys entries
 };
 
-// The staging row of `row` when it is staged, else -1: a binary search for
-// its home key, then a walk of the key's few rows.
-__device__ int64_t FindStaged(const Staged& staged, int64_t row, int row_bits) {
-  const uint64_t key = HomeKey(row, row_bits);
-  int64_t lo = 0;
-  int64_t hi = static_cast<int64_t>(*staged.count);
-  while (lo < hi) {
-    const int64_t mid = (lo + hi) / 2;
-    if (HomeKey(staged.rows[mid], row_bits) < key) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
+// Each home key's first entry of the sorted staged rows (its others
+// follow it), or kNoStaged: `key_starts` filled with kNoStaged before.
+constexpr uint32_t kNoStaged = ~0u;
+__global__ void IndexStagedKernel(const Staged staged, uint32_t* key_starts, int row_bits,
+                                  const unsigned long long* fault_key) {
+  if (*fault_key != kNoFaultKey) return;
+  const auto count = static_cast<int64_t>(*staged.count);
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += stride) {
+    const uint64_t key = HomeKey(staged.rows[i], row_bits);
+    if (i == 0 || HomeKey(staged.rows[i - 1], row_bits) != key) {
+      key_starts[key] = static_cast<uint32_t>(i);
     }
   }
-  for (const auto count = static_cast<int64_t>(*staged.count);
-       lo < count && HomeKey(staged.rows[lo], row_bits) == key; ++lo) {
-    if (staged.rows[lo] == row) return staged.at[lo];
+}
+
+// The staging row of `row` when it is staged, else -1: its home key's
+// first staged row, then a walk of the key's few rows.
+__device__ int64_t FindStaged(const Staged& staged, int64_t row, int row_bits) {
+  const uint64_t key = HomeKey(row, row_bits);
+  const uint32_t first = staged.key_starts[key];
+  if (first == kNoStaged) return -1;
+  const auto count = static_cast<int64_t>(*staged.count);
+  for (int64_t i = first; i < count && HomeKey(staged.rows[i], row_bits) == key; ++i) {
+    if (staged.rows[i] == row) return staged.at[i];
   }
   return -1;
 }
@@ -323,6 +334,17 @@ int SortByHome(MissSort sort, int64_t* const rows[2], uint32_t* const positions[
 // Blocks of the copy kernels for `entries` (half of FillKernel's): 32
 // entries a block, enough to keep the link busy.
 unsigned CopyGrid(int64_t entries) { return GridFor(entries, kBlockWarps * kRowsInFlight, 2048); }
+
+// The staged rows' key_starts (IndexStagedKernel).
+void IndexStaged(Staged& staged, const RowMoves& moves, const char* op, cudaStream_t stream) {
+  CudaCheckForOp(cudaMemsetAsync(moves.key_starts, 0xff, kHomeKeys * sizeof(uint32_t), stream),
+                 "cudaMemsetAsync of the staged rows' key starts", op);
+  IndexStagedKernel<<<GridFor(moves.sort.capacity, kBlockThreads, 1024), kBlockThreads, 0,
+                      stream>>>(staged, moves.key_starts, moves.sort.row_bits,
+                                moves.sort.fault_key);
+  CudaCheckLaunch("IndexStagedKernel", op);
+  staged.key_starts = moves.key_starts;
+}
 
 // Whether a prefetch's evictions may outnumber the staging's rows.
 bool MayOverflow(const CacheArgs& cache, const RowMoves& moves) {
@@ -387,12 +409,13 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
                                cache.staging_capacity, op, stream);
       staged.rows = cache.staged_rows[b];
       staged.at = cache.staged_at[b];
+      if (moves.key_starts != nullptr) IndexStaged(staged, moves, op, stream);
     }
     const int b =
         SortByHome(sort, sort.rows, sort.positions, 0, piece_count, sort.capacity, op, stream);
     FillKernel<<<2 * grid, kBlockThreads, 0, stream>>>(
         cache, sort.rows[b], sort.positions[b], piece_count, staged, drains,
-        moves.passes > 1 && staged.rows != nullptr, sort.row_bits, sort.fault_key);
+        staged.key_starts != nullptr, sort.row_bits, sort.fault_key);
     CudaCheckLaunch("FillKernel", op);
   }
 }

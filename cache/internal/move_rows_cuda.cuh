@@ -76,7 +76,10 @@ struct RowMoves {
   // pass's misses and moves, and then the pieces of the deferred fills;
   // sort.tile_counts serve the staged rows' sort as well.
   MissSort sort;
-  uint32_t* fills = nullptr;   // fill_capacity entries
+  uint32_t* fills = nullptr;  // fill_capacity entries
+  // With several passes (a fill may be of a row an earlier pass staged):
+  // kHomeKeys entries, where the staged rows of each home key start.
+  uint32_t* key_starts = nullptr;
   int64_t piece_capacity = 0;  // entries of a piece of the deferred fills (SortEntries)
   int64_t fill_capacity = 0;   // DeferredFillCapacity (cache_kernels.h); 0: a managed home
   int passes = 1;

@@ -79,12 +79,14 @@ struct Scratch {
   uint32_t* positions[2] = {nullptr, nullptr};
   uint32_t* tile_counts = nullptr;
   uint32_t* fills = nullptr;
+  uint32_t* key_starts = nullptr;
   int64_t bytes = 0;  // used
 };
 
 // The scratch's pieces for sort buffers of `entries`, `sorted` entries at
-// most in one sort and `fills` deferred fills, from `base` (null: measures).
-Scratch Carve(void* base, int64_t entries, int64_t sorted, int64_t fills) {
+// most in one sort, `fills` deferred fills and (`key_starts`) the index of
+// the staged rows, from `base` (null: measures).
+Scratch Carve(void* base, int64_t entries, int64_t sorted, int64_t fills, bool key_starts) {
   auto* at = static_cast<char*>(base);
   int64_t used = 0;
   auto take = [&](int64_t bytes) {
@@ -98,6 +100,7 @@ Scratch Carve(void* base, int64_t entries, int64_t sorted, int64_t fills) {
   for (int b = 0; b < 2; ++b) s.positions[b] = reinterpret_cast<uint32_t*>(take(4 * entries));
   s.tile_counts = reinterpret_cast<uint32_t*>(take(MissTileCountBytes(sorted)));
   s.fills = reinterpret_cast<uint32_t*>(take(4 * fills));
+  if (key_starts) s.key_starts = reinterpret_cast<uint32_t*>(take(4 * kHomeKeys));
   s.bytes = used;
   return s;
 }
@@ -321,12 +324,13 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
   const int64_t fills = DeferredFillCapacity(cache, n);
   const int64_t entries = SortEntries(cache, n, passes);
   const int64_t sorted = std::max(entries, cache.staging_capacity);
-  const Scratch sizes = Carve(nullptr, entries, sorted, fills);
+  const bool key_starts = fills > 0 && passes > 1 && cache.staging_capacity > 0;
+  const Scratch sizes = Carve(nullptr, entries, sorted, fills, key_starts);
   if (scratch_bytes < sizes.bytes || reinterpret_cast<uintptr_t>(scratch) % 8 != 0) {
     throw InvalidArgument(std::string("[") + kOp + "] scratch of " + std::to_string(scratch_bytes) +
                           " bytes; " + std::to_string(sizes.bytes) + " (8-byte aligned) needed");
   }
-  const Scratch sc = Carve(scratch, entries, sorted, fills);
+  const Scratch sc = Carve(scratch, entries, sorted, fills, key_starts);
   CheckBatchCuda(cache, batch, &sc.header->fault_key, kOp, s);
   BeginKernel<<<1, kBlockThreads, 0, s>>>(cache, batch, where, sc.header, fault);
   CudaCheckLaunch("BeginKernel", kOp);
@@ -336,6 +340,7 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
   moves.fills = sc.fills;
   moves.fill_capacity = fills;
   moves.piece_capacity = entries;
+  moves.key_starts = sc.key_starts;
   moves.passes = passes;
   MissSort& sort = moves.sort;
   sort.fault_key = &sc.header->fault_key;
