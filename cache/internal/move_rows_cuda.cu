@@ -136,11 +136,12 @@ constexpr uint32_t kWritesBack = 0x80000000u;  // slots fit 31 bits (locations a
 // The highest HomeBin whose rows may take the staging: the staging's room
 // left at the pass's start holds every evicted row of the bins below it.
 // A block's threads (kBlockThreads, one per bin) all call it.
-__device__ int StagingCutoff(const MoveCounts& counts, int64_t staging_capacity) {
+__device__ int StagingCutoff(const MoveCounts& counts, int64_t staging_limit) {
   using Scan = cub::BlockScan<unsigned long long, kBlockThreads>;
   __shared__ typename Scan::TempStorage scan;
   __shared__ int cutoff;
-  const auto room = static_cast<unsigned long long>(staging_capacity) - counts.staged_before;
+  const auto limit = static_cast<unsigned long long>(staging_limit);
+  const unsigned long long room = limit > counts.staged_before ? limit - counts.staged_before : 0;
   const unsigned long long in_bin =
       threadIdx.x < kHomeBins ? counts.evicted_in_bin[threadIdx.x] : 0;
   unsigned long long through = 0;  // evicted rows of bins 0 .. this one
@@ -163,7 +164,7 @@ __global__ void __launch_bounds__(kBlockThreads, 4)
                 const unsigned long long* fault_key) {
   if (*fault_key != kNoFaultKey) return;
   const bool bins = moves.evicted_in_bin != nullptr;
-  const int cutoff = bins ? StagingCutoff(*counts, cache.staging_capacity) : kHomeBins;
+  const int cutoff = bins ? StagingCutoff(*counts, moves.staging_limit) : kHomeBins;
   uint32_t* pass_fills = fills + counts->fills;
   ForEachWarpCopy<kRowsInFlight>(
       static_cast<int64_t>(*moves.count), WarpOfGrid(), WarpsOfGrid(), [&](int64_t f, bool mine) {
@@ -353,26 +354,28 @@ bool MayOverflow(const CacheArgs& cache, const RowMoves& moves) {
 
 }  // namespace
 
-Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int at) {
+Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int pass, int at) {
   Moves listed{&moves.counts->moves, moves.sort.rows[at], moves.sort.positions[at]};
   if (moves.fill_capacity > 0 && MayOverflow(cache, moves)) {
     listed.evicted_in_bin = moves.counts->evicted_in_bin;
     listed.row_bits = moves.sort.row_bits;
+    listed.staging_limit = cache.staging_capacity * (pass + 1) / std::max(moves.passes, 1);
   }
   return listed;
 }
 
-void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int at, const char* op,
+void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int pass, int at, const char* op,
                   cudaStream_t stream) {
   const unsigned grid = CopyGrid(moves.sort.capacity);
   const unsigned long long* fault_key = moves.sort.fault_key;
   if (moves.fill_capacity == 0) {
-    MoveKernel<<<grid, kBlockThreads, 0, stream>>>(cache, PassMoves(cache, moves, at), fault_key);
+    MoveKernel<<<grid, kBlockThreads, 0, stream>>>(cache, PassMoves(cache, moves, pass, at),
+                                                   fault_key);
     CudaCheckLaunch("MoveKernel", op);
     return;
   }
-  StageKernel<<<grid, kBlockThreads, 0, stream>>>(cache, PassMoves(cache, moves, at), moves.fills,
-                                                  moves.counts, fault_key);
+  StageKernel<<<grid, kBlockThreads, 0, stream>>>(cache, PassMoves(cache, moves, pass, at),
+                                                  moves.fills, moves.counts, fault_key);
   CudaCheckLaunch("StageKernel", op);
 }
 

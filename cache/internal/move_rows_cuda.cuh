@@ -67,6 +67,10 @@ struct Moves {
   uint32_t* slots = nullptr;
   unsigned* evicted_in_bin = nullptr;  // null: not counted
   int row_bits = 0;                    // of HomeBin
+  // The staging rows this pass and those before may take: an equal share
+  // a pass, so that every pass writes the rows of its highest home bins
+  // home, which then lie together.
+  int64_t staging_limit = 0;
 };
 
 // A prefetch's row moves: its counters, and the scratch they use.
@@ -85,14 +89,14 @@ struct RowMoves {
   int passes = 1;
 };
 
-// Where a pass's insert lists its moves: buffer `at` of moves.sort (the
-// other one holds the sorted misses).
-Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int at);
+// Where pass `pass` lists its moves: buffer `at` of moves.sort (the other
+// one holds the sorted misses).
+Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int pass, int at);
 
 // After a pass's insert, its moves in buffer `at` of moves.sort (the other
 // one free): a managed home's rows moved, or a mapped home's evicted rows
 // taken out.
-void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int at, const char* op,
+void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int pass, int at, const char* op,
                   cudaStream_t stream);
 
 // After the last pass: a mapped home's deferred fills copied in and its

@@ -341,7 +341,8 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
   moves.fill_capacity = fills;
   moves.piece_capacity = entries;
   moves.key_starts = sc.key_starts;
-  moves.passes = passes;
+  moves.passes =
+      static_cast<int>((n + std::max<int64_t>(chunk, 1) - 1) / std::max<int64_t>(chunk, 1));
   MissSort& sort = moves.sort;
   sort.fault_key = &sc.header->fault_key;
   sort.capacity = chunk;
@@ -365,10 +366,10 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
     by_set.count = misses;
     const int at = SortMissesCuda(by_set, kOp, s);
     InsertKernel<<<GridFor(end - begin, kBlockWarps, 4096), kBlockThreads, 0, s>>>(
-        cache, where, PassMoves(cache, moves, 1 - at), timestep, begin, misses,
+        cache, where, PassMoves(cache, moves, pass, 1 - at), timestep, begin, misses,
         &sc.header->misses[(pass + 1) % 2], sc.header, sc.rows[at], sc.positions[at]);
     CudaCheckLaunch("InsertKernel", kOp);
-    MovePassRows(cache, moves, 1 - at, kOp, s);
+    MovePassRows(cache, moves, pass, 1 - at, kOp, s);
   }
   FinishMoves(cache, moves, kOp, s);
   FinishKernel<<<GridFor(int64_t{cache.num_tables} * kStatFields, kBlockThreads), kBlockThreads, 0,
