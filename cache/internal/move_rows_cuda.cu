@@ -206,7 +206,10 @@ __global__ void PieceKernel(const CacheArgs cache, const uint32_t* fills, MoveCo
   }
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   if (!write_backs) {
-    if (i0 == 0) counts->piece = static_cast<unsigned long long>(count);
+    if (i0 == 0) {
+      counts->piece = static_cast<unsigned long long>(count);
+      counts->write_backs = 0;  // the piece's write-backs have run: the next piece's
+    }
     for (int64_t i = i0; i < count; i += stride) {
       const uint32_t slot = fills[first + i] & ~kWritesBack;
       sort.rows[0][i] = cache.tags[slot];
@@ -214,20 +217,17 @@ __global__ void PieceKernel(const CacheArgs cache, const uint32_t* fills, MoveCo
     }
     return;
   }
-  // counts->piece was zeroed by the launch before (ZeroPieceKernel).
   for (int64_t base = i0 - Lane(); base < count; base += stride) {  // whole warps
     const int64_t i = base + Lane();
     const uint32_t entry = i < count ? fills[first + i] : 0u;
     const bool writes_back = (entry & kWritesBack) != 0;
     const uint32_t slot = entry & ~kWritesBack;
-    const unsigned long long at = WarpReserve(&counts->piece, writes_back);
+    const unsigned long long at = WarpReserve(&counts->write_backs, writes_back);
     if (!writes_back) continue;
     sort.rows[0][at] = cache.evicted_of_slot[slot];
     sort.positions[0][at] = slot;
   }
 }
-
-__global__ void ZeroPieceKernel(MoveCounts* counts) { counts->piece = 0; }
 
 // The evicted rows of a piece (sorted in `rows`, `slots`), written home
 // from their slots.
@@ -392,15 +392,14 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
   staged.count = &moves.counts->staged;
   for (int64_t piece = 0; piece < pieces; ++piece) {
     if (MayOverflow(cache, moves)) {  // the piece's rows without a staging row go home first
-      ZeroPieceKernel<<<1, 1, 0, stream>>>(moves.counts);
-      CudaCheckLaunch("ZeroPieceKernel", op);
       PieceKernel<<<gather_grid, kBlockThreads, 0, stream>>>(cache, moves.fills, moves.counts, sort,
                                                              piece, true);
       CudaCheckLaunch("PieceKernel (write-backs)", op);
+      unsigned long long* write_backs = &moves.counts->write_backs;
       const int b =
-          SortByHome(sort, sort.rows, sort.positions, 0, piece_count, sort.capacity, op, stream);
+          SortByHome(sort, sort.rows, sort.positions, 0, write_backs, sort.capacity, op, stream);
       WriteBackKernel<<<grid, kBlockThreads, 0, stream>>>(cache, sort.rows[b], sort.positions[b],
-                                                          piece_count, sort.fault_key);
+                                                          write_backs, sort.fault_key);
       CudaCheckLaunch("WriteBackKernel", op);
     }
     PieceKernel<<<gather_grid, kBlockThreads, 0, stream>>>(cache, moves.fills, moves.counts, sort,

@@ -38,7 +38,8 @@ struct MoveCounts {
   unsigned long long moves;          // this pass's moves
   unsigned long long fills;          // deferred fills of the passes before this one
   unsigned long long staged;         // evicted rows given a staging row (may pass its capacity)
-  unsigned long long piece;          // entries of the piece being copied
+  unsigned long long piece;          // fills of the piece being copied
+  unsigned long long write_backs;    // its write-backs (zero before each piece)
   unsigned long long staged_before;  // `staged` as this pass began, at most the capacity
   // This pass's evicted rows by HomeBin, where the staging may overflow:
   // the rows of the lowest bins take the staging, so that those written
