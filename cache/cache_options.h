@@ -62,7 +62,8 @@ struct CacheOptions {
   // turns (an H100 moved 41 GB/s each way at once against 52-54 GB/s one
   // way at a time: 1.5x less time for both). Evictions beyond it in one
   // prefetch are written home first, as with 0 (no staging). Each staging
-  // row costs its slot's bytes and 24 more.
+  // row costs its slot's bytes and 24 more; a mapped home adds 8 bytes a
+  // slot in any case (docs/cache.md).
   int64_t staging_bytes = int64_t{128} << 20;
 };
 
