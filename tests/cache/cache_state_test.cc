@@ -301,6 +301,29 @@ TEST_P(CacheStateTest, NegativeSizesAreRefused) {
   }
 }
 
+// prefetch_temp_bytes picks the fewest passes whose temporaries fit: one
+// for a budget of everything, one index a pass for a budget of nothing,
+// and never fewer passes for a smaller budget.
+TEST_P(CacheStateTest, ATemporariesBudgetPicksTheFewestPassesThatFit) {
+  constexpr int64_t kIndices = 100000;
+  int last = 1;
+  for (int64_t budget = int64_t{1} << 30; budget >= 1; budget /= 4) {
+    CacheOptions options;
+    options.prefetch_temp_bytes = budget;
+    CachedTbe cache(engine(), ops::TbeTables({1000, 500}, {4, 8}), options);
+    const int passes = cache.PassesFor(kIndices);
+    EXPECT_GE(passes, last) << "budget " << budget;
+    if (budget == int64_t{1} << 30) {
+      EXPECT_EQ(passes, 1);
+    }
+    if (budget == 1) {
+      EXPECT_EQ(passes, kIndices) << "one index a pass when nothing fits";
+    }
+    last = passes;
+  }
+  EXPECT_GT(last, 1);
+}
+
 TEST_P(CacheStateTest, BadShapesAreRefusedAtThePush) {
   auto cache = MakeCache(1);
   CacheLocations small = cache->NewLocations(1);
