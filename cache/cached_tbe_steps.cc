@@ -22,7 +22,6 @@ namespace ember::cache {
 namespace {
 
 using internal::BatchArgs;
-using internal::CacheArgs;
 using internal::LocationArgs;
 using internal::StepVars;
 using storage::DType;

@@ -67,8 +67,8 @@ CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& option
   const int64_t* base = meta.data<int64_t>();
   args.rows = base;
   args.dims = base + t_count;
-  args.row_offsets = base + 2 * t_count;
-  args.weight_offsets = base + 3 * t_count + 1;
+  args.row_offsets = base + int64_t{2} * t_count;
+  args.weight_offsets = base + int64_t{3} * t_count + 1;
   args.total_rows = tables.total_rows();
   args.home = home.data();
   args.slots = slots.data();
@@ -154,9 +154,10 @@ void PushInitialize(engine::Engine& engine, const ops::TbeTables& tables,
   const engine::Context ctx = meta.ctx();
   int64_t* stats = args->tags + StateElements(args->num_sets * kWays, args->num_tables) -
                    CountElements(args->num_tables);
+  const int64_t stat_count = CountElements(args->num_tables);
   PushCacheOp(engine, "CachedTbe::Initialize", ctx, engine::FnProperty::kNormal, vars,
-              [args, values = TableArrays(tables), meta = meta.data<int64_t>(), stats,
-               stat_count = CountElements(args->num_tables), ctx](void* stream) {
+              [args = std::move(args), values = TableArrays(tables), meta = meta.data<int64_t>(),
+               stats, stat_count, ctx](void* stream) {
                 if (ctx.is_gpu()) {
                   InitializeCuda(*args, values.data(), static_cast<int64_t>(values.size()), meta,
                                  stats, stat_count, ctx.device_id, stream);

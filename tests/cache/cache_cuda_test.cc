@@ -94,6 +94,17 @@ Bags RandomBags(std::mt19937_64& rng, const ops::TbeTables& tables, int64_t batc
   return out;
 }
 
+// `count` batches of RandomBags.
+std::vector<Bags> RandomBatches(std::mt19937_64& rng, const ops::TbeTables& tables, int count,
+                                int64_t batch_size, int max_bag, double hot_share, int64_t hot) {
+  std::vector<Bags> batches;
+  batches.reserve(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    batches.push_back(RandomBags(rng, tables, batch_size, max_bag, hot_share, hot));
+  }
+  return batches;
+}
+
 Batch RawBatch(engine::Engine& engine, Context ctx, const std::vector<int64_t>& indices,
                const std::vector<int64_t>& offsets, int64_t batch_size, DType index_dtype) {
   if (index_dtype == DType::kI32) {
@@ -345,6 +356,7 @@ class CacheCudaTest : public ::testing::TestWithParam<std::string> {
   // batch; a flush at the end.
   void RunPipeline(Twin& twin, const std::vector<Bags>& batches, uint64_t seed) {
     std::vector<int> ids;
+    ids.reserve(batches.size());
     for (const Bags& bags : batches) ids.push_back(twin.AddBatch(bags));
     twin.Seed(seed);
     twin.Prefetch(ids[0]);
@@ -372,10 +384,20 @@ class CacheCudaTest : public ::testing::TestWithParam<std::string> {
   static std::vector<Bags> Trace(uint64_t seed) {
     std::mt19937_64 rng(seed);
     const ops::TbeTables tables = SmallTables();
-    std::vector<Bags> batches;
-    for (int i = 0; i < 6; ++i) batches.push_back(RandomBags(rng, tables, 8, 10, 0.6, 40));
+    std::vector<Bags> batches = RandomBatches(rng, tables, 6, 8, 10, 0.6, 40);
     batches.push_back(RandomBags(rng, tables, 64, 60, 0.2, 40));
     return batches;
+  }
+
+  // Three batches of about 30k indices over 150k rows (two tables), a pass
+  // of them missing more rows than one tile of the radix sort, through the
+  // pipeline; the GPU's totals.
+  CacheCounts RunManyMisses(const Config& config, uint64_t batch_seed, uint64_t home_seed) {
+    const ops::TbeTables tables({100000, 50000}, {4, 8});
+    Twin twin(engine(), tables, config);
+    std::mt19937_64 rng(batch_seed);
+    RunPipeline(twin, RandomBatches(rng, tables, 3, 1000, 30, 0.3, 3000), home_seed);
+    return twin.gpu().TotalStats().all;
   }
 
   std::unique_ptr<engine::Engine> engine_;
@@ -435,9 +457,7 @@ TEST_P(CacheCudaTest, OneSetCacheWithConflictsMatchesCpu) {
       SCOPED_TRACE(Describe(config));
       Twin twin(engine(), SmallTables(), config);
       std::mt19937_64 rng(7 + passes);
-      std::vector<Bags> batches;
-      for (int i = 0; i < 5; ++i) batches.push_back(RandomBags(rng, SmallTables(), 4, 20, 0.5, 50));
-      RunPipeline(twin, batches, 77);
+      RunPipeline(twin, RandomBatches(rng, SmallTables(), 5, 4, 20, 0.5, 50), 77);
       EXPECT_GT(twin.gpu().TotalStats().all.conflict_misses, 0) << "the trace has conflicts";
     }
   }
@@ -446,17 +466,11 @@ TEST_P(CacheCudaTest, OneSetCacheWithConflictsMatchesCpu) {
 TEST_P(CacheCudaTest, ManyMissesSortOnTheGpuLikeTheCpu) {
   // 150k rows in 256 sets: a pass of 30k indices misses ~25k distinct rows
   // (the radix sort's tiles), over 26 key bits (four 8-bit digits).
-  const ops::TbeTables tables({100000, 50000}, {4, 8});
   for (CachePolicy policy : {CachePolicy::kLru, CachePolicy::kLfu}) {
     for (int passes : {1, 3}) {
       const Config config{policy, passes, DType::kF32, DType::kI64, /*sets=*/256};
       SCOPED_TRACE(Describe(config));
-      Twin twin(engine(), tables, config);
-      std::mt19937_64 rng(11 + passes);
-      std::vector<Bags> batches;
-      for (int i = 0; i < 3; ++i) batches.push_back(RandomBags(rng, tables, 1000, 30, 0.3, 3000));
-      RunPipeline(twin, batches, 99);
-      EXPECT_GT(twin.gpu().TotalStats().all.unique_misses, 3 * passes * 2048)
+      EXPECT_GT(RunManyMisses(config, 11 + passes, 99).unique_misses, 3 * passes * 2048)
           << "passes of more misses than one tile";
     }
   }
@@ -467,7 +481,6 @@ TEST_P(CacheCudaTest, ManyMissesSortOnTheGpuLikeTheCpu) {
 // the staged rows (more than one sort tile, or overflowing the staging)
 // go home beside the first.
 TEST_P(CacheCudaTest, MappedHomeFillsInPiecesMatchCpu) {
-  const ops::TbeTables tables({100000, 50000}, {4, 8});
   constexpr int64_t kStagingRowBytes = 8 * 4 + 24;
   for (const int64_t staging_rows : {int64_t{1} << 20, int64_t{1000}, int64_t{0}}) {
     for (int passes : {1, 3}) {
@@ -475,13 +488,9 @@ TEST_P(CacheCudaTest, MappedHomeFillsInPiecesMatchCpu) {
       config.home = HomeMemory::kMapped;
       config.staging_bytes = staging_rows * kStagingRowBytes;
       SCOPED_TRACE(Describe(config));
-      Twin twin(engine(), tables, config);
-      std::mt19937_64 rng(61 + passes);
-      std::vector<Bags> batches;
-      for (int i = 0; i < 3; ++i) batches.push_back(RandomBags(rng, tables, 1000, 30, 0.3, 3000));
-      RunPipeline(twin, batches, 101);
+      const CacheCounts totals = RunManyMisses(config, 61 + passes, 101);
       if (HasFailure()) return;
-      EXPECT_GT(twin.gpu().TotalStats().all.evicted, 2 * 2048) << "more evictions than a tile";
+      EXPECT_GT(totals.evicted, 2 * 2048) << "more evictions than a tile";
     }
   }
 }
@@ -527,6 +536,7 @@ TEST_P(CacheCudaTest, SeveralBatchesInFlightMatchCpu) {
     Twin twin(engine(), SmallTables(), config);
     std::mt19937_64 rng(21 + passes);
     std::vector<int> ids;
+    ids.reserve(8);
     for (int i = 0; i < 8; ++i)
       ids.push_back(twin.AddBatch(RandomBags(rng, SmallTables(), 6, 8, 0.7, 30)));
     twin.Seed(5);
@@ -585,6 +595,7 @@ TEST_P(CacheCudaTest, AllHitPrefetchAfterWarmMissesNothing) {
   Twin twin(engine(), tables, config);
   std::mt19937_64 rng(41);
   std::vector<int64_t> rows;
+  rows.reserve(400);
   for (int i = 0; i < 200; ++i)
     rows.push_back(std::uniform_int_distribution<int64_t>(0, 4999)(rng));
   for (int i = 0; i < 200; ++i)
@@ -599,6 +610,7 @@ TEST_P(CacheCudaTest, AllHitPrefetchAfterWarmMissesNothing) {
     }
   }
   std::vector<int64_t> linear;
+  linear.reserve(400);
   for (int i = 0; i < 400; ++i) linear.push_back(rows[i] + (i < 200 ? 0 : 5000));
   const int batch = twin.AddBatch(bags);
   twin.Seed(9);
@@ -722,7 +734,7 @@ TEST_P(CacheCudaTest, DISABLED_ReportAllHitPrefetchAgainstCachedForward) {
                               std::vector<int64_t>(kTables, kDim));
   CacheOptions options;
   options.ctx = Context::GPU(0);
-  options.cache_bytes = 4096 * kWays * (kDim * 4 + 20);
+  options.cache_bytes = int64_t{4096} * kWays * (kDim * 4 + 20);
   CachedTbe cache(engine(), tables, options);
   ops::RandomUniform(cache.home(), 1, -1.0f, 1.0f);
   std::mt19937_64 rng(5);
