@@ -155,8 +155,10 @@ __device__ int StagingCutoff(const MoveCounts& counts, int64_t staging_limit) {
 
 // A mapped home's pass: each evicted row out of its slot into the next
 // staging row while there is one (listed with its row for the way home),
-// else left in its slot (its id in evicted_of_slot); every move appended to
-// the deferred fills, the pass's at their end (`fills`: of the passes before).
+// else, in the last pass, home at once (its bins are the pass's highest),
+// or left in its slot (its id in evicted_of_slot) for the write-backs at
+// the end; every move appended to the deferred fills, the pass's at their
+// end (`fills`: of the passes before).
 // Where the staging may overflow, only the rows of bins up to
 // StagingCutoff take it.
 __global__ void __launch_bounds__(kBlockThreads, 4)
@@ -175,9 +177,10 @@ __global__ void __launch_bounds__(kBlockThreads, 4)
                                (!bins || HomeBin(row, moves.row_bits) <= cutoff);
         const auto g = static_cast<int64_t>(WarpReserve(&counts->staged, may_stage));
         const bool stages = may_stage && g < cache.staging_capacity;
-        if (mine) pass_fills[f] = slot | (evicts && !stages ? kWritesBack : 0u);
-        if (evicts && !stages) cache.evicted_of_slot[slot] = row;
-        if (!stages) return RowCopy{};
+        const bool defers = evicts && !stages && !moves.last_pass;
+        if (mine) pass_fills[f] = slot | (defers ? kWritesBack : 0u);
+        if (defers) cache.evicted_of_slot[slot] = row;
+        if (!stages) return defers ? RowCopy{} : HomeCopy(cache, row, SlotRowAt(cache, slot), true);
         cache.staged_rows[0][g] = row;
         cache.staged_at[0][g] = static_cast<uint32_t>(g);
         RowCopy copy;
@@ -361,6 +364,7 @@ Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int pass, int at)
     listed.row_bits = moves.sort.row_bits;
     listed.staging_limit = cache.staging_capacity * (pass + 1) / std::max(moves.passes, 1);
   }
+  listed.last_pass = pass + 1 >= moves.passes;
   return listed;
 }
 
@@ -391,7 +395,8 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
   Staged staged;
   staged.count = &moves.counts->staged;
   for (int64_t piece = 0; piece < pieces; ++piece) {
-    if (MayOverflow(cache, moves)) {  // the piece's rows without a staging row go home first
+    // The rows that earlier passes left in their slots go home first.
+    if (MayOverflow(cache, moves) && moves.passes > 1) {
       PieceKernel<<<gather_grid, kBlockThreads, 0, stream>>>(cache, moves.fills, moves.counts, sort,
                                                              piece, true);
       CudaCheckLaunch("PieceKernel (write-backs)", op);

@@ -13,8 +13,9 @@
 // fill (its slot, and whether its evicted row found no staging row), and
 // the fills of every pass wait for the prefetch's end. There, piece by
 // piece of the list, the evicted rows the staging had no room for go home
-// from their slots, then the new rows are copied in while the staged rows
-// go home, each sorted into home order across all passes. Deferring them is
+// from their slots (the last pass's went at once), then the new rows are
+// copied in while the staged rows go home, each sorted into home order
+// across all passes. Deferring them is
 // safe because a slot is filled at most once per timestep (a filled slot
 // is no victim for a later pass), so each slot still holds its evicted row
 // until its fill; the one row that can be both evicted and filled (evicted
@@ -72,6 +73,7 @@ struct Moves {
   // a pass, so that every pass writes the rows of its highest home bins
   // home, which then lie together.
   int64_t staging_limit = 0;
+  bool last_pass = true;  // evicted rows without a staging row go home at once
 };
 
 // A prefetch's row moves: its counters, and the scratch they use.
