@@ -92,13 +92,22 @@ int64_t StagingRows(int64_t staging_bytes, int64_t slot_row_bytes) {
   return staging_bytes / (slot_row_bytes + 24);
 }
 
+namespace {
+
+// The i64 elements of the staging's rows (the layout's first part).
+int64_t StagingRowElements(int64_t rows, int64_t slot_row_bytes) {
+  return (rows * slot_row_bytes + 7) / 8;
+}
+
+}  // namespace
+
 int64_t StagingElements(int64_t rows, int64_t slot_row_bytes, int64_t num_slots) {
-  return (rows * slot_row_bytes + 7) / 8 + 3 * rows + num_slots;
+  return StagingRowElements(rows, slot_row_bytes) + 3 * rows + num_slots;
 }
 
 void SetStaging(const storage::Tensor& staging, int64_t rows, int64_t slot_row_bytes,
                 CacheArgs* args) {
-  int64_t* ids = staging.data<int64_t>() + (rows * slot_row_bytes + 7) / 8;
+  int64_t* ids = staging.data<int64_t>() + StagingRowElements(rows, slot_row_bytes);
   auto* at = reinterpret_cast<uint32_t*>(ids + 2 * rows);
   args->staging = staging.data();
   args->staged_rows[0] = ids;
@@ -109,36 +118,27 @@ void SetStaging(const storage::Tensor& staging, int64_t rows, int64_t slot_row_b
   args->evicted_of_slot = ids + 3 * rows;
 }
 
-int64_t PassChunk(int64_t num_indices, int passes) {
-  return passes <= 1 ? num_indices : (num_indices + passes - 1) / passes;
-}
-
-int64_t DeferredFillCapacity(const CacheArgs& cache, int64_t num_indices) {
-  return cache.home_mapped ? std::min(num_indices, cache.num_sets * kWays) : 0;
-}
-
-int64_t SortEntries(const CacheArgs& cache, int64_t num_indices, int passes) {
-  const int64_t chunk = std::max<int64_t>(PassChunk(num_indices, passes), 0);
-  // Pieces of 1.5 passes when fills are deferred over several: the fills
-  // of a prefetch are often more than a pass's misses, and a piece's rows
-  // read denser in home memory the larger it is; within the 50 / M bytes
-  // an index of the budget for M passes (docs/cache.md).
-  const int64_t pieces =
-      passes > 1 ? std::min(DeferredFillCapacity(cache, num_indices), chunk + chunk / 2) : 0;
-  return std::max(chunk, pieces);
+PrefetchScratchPlan PlanPrefetchScratch(const CacheArgs& cache, int64_t num_indices, int passes) {
+  PrefetchScratchPlan plan;
+  const int64_t n = std::max<int64_t>(num_indices, 0);
+  plan.chunk = passes <= 1 ? n : (n + passes - 1) / passes;
+  const int64_t step = std::max<int64_t>(plan.chunk, 1);
+  plan.passes = static_cast<int>((n + step - 1) / step);
+  plan.fills = cache.home_mapped ? std::min(n, cache.num_sets * kWays) : 0;
+  const int64_t piece = plan.passes > 1 ? std::min(plan.fills, plan.chunk + plan.chunk / 2) : 0;
+  plan.sort_entries = std::max(plan.chunk, piece);
+  plan.largest_sort = std::max(plan.sort_entries, cache.staging_capacity);
+  plan.staged_index = plan.fills > 0 && plan.passes > 1 && cache.staging_capacity > 0;
+  return plan;
 }
 
 int64_t PrefetchScratchBytes(const CacheArgs& cache, int64_t num_indices, int passes) {
-  const int64_t entries = SortEntries(cache, num_indices, passes);
-  // A header, a pass's misses or moves or a piece of the fills (rows and
-  // positions, twice), the sort's tile counts (half a byte an entry,
-  // rounded up) for those or the staging, whichever is larger, the
-  // deferred fills' slots, and with several passes an index of the staged
-  // rows (4 bytes per home key: 2^16 of them).
-  const int64_t sorted = std::max(entries, cache.staging_capacity);
-  const int64_t fills = DeferredFillCapacity(cache, num_indices);
-  const int64_t staged_index = fills > 0 && passes > 1 && cache.staging_capacity > 0 ? 4 << 16 : 0;
-  return kPrefetchHeaderBytes + 24 * entries + sorted / 2 + 1024 + 4 * fills + staged_index;
+  const PrefetchScratchPlan plan = PlanPrefetchScratch(cache, num_indices, passes);
+  // The header, the sort buffers (rows and positions, twice), the sort's
+  // tile counts (half a byte an entry, rounded up), the deferred fills'
+  // slots and the staged rows' index.
+  return kPrefetchHeaderBytes + 24 * plan.sort_entries + plan.largest_sort / 2 + 1024 +
+         4 * plan.fills + (plan.staged_index ? 4 * kHomeKeys : 0);
 }
 
 LocationArgs LocationsIn(const storage::Tensor& locations, int64_t capacity) {

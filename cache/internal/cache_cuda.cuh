@@ -17,6 +17,7 @@
 
 #include "cache/internal/batch_fault.h"
 #include "cache/internal/cache_args.h"
+#include "cache/internal/cache_kernels.h"
 #include "cache/internal/cache_rows.h"
 
 namespace ember::cache::internal::cuda {
@@ -238,21 +239,21 @@ struct MissSort {
   uint32_t* positions[2] = {nullptr, nullptr};
   uint32_t* tile_counts = nullptr;  // 256 per tile of kMissTile entries
 };
-// Home order's key of a linear id: its top kHomeKeyBits bits (of
-// row_bits), which group rows into spans of home memory that the GPU
-// translates together.
-inline constexpr int kHomeKeyBits = 16;
-inline constexpr int64_t kHomeKeys = int64_t{1} << kHomeKeyBits;
+// Home order's key of a linear id (kHomeKeyBits, cache_kernels.h), and a
+// coarser one of kHomeBins spans: the top bits of its row_bits.
+__host__ __device__ inline int ShiftToTop(int row_bits, int top_bits) {
+  return row_bits > top_bits ? row_bits - top_bits : 0;
+}
 __host__ __device__ inline int HomeShift(int row_bits) {
-  return row_bits > kHomeKeyBits ? row_bits - kHomeKeyBits : 0;
+  return ShiftToTop(row_bits, kHomeKeyBits);
 }
 __host__ __device__ inline uint64_t HomeKey(int64_t row, int row_bits) {
   return static_cast<uint64_t>(row) >> HomeShift(row_bits);
 }
-// A coarser home order: kHomeBins spans of home memory.
-inline constexpr int kHomeBins = 256;
+inline constexpr int kHomeBinBits = 8;
+inline constexpr int kHomeBins = 1 << kHomeBinBits;
 __host__ __device__ inline int HomeBin(int64_t row, int row_bits) {
-  return static_cast<int>(static_cast<uint64_t>(row) >> (row_bits > 8 ? row_bits - 8 : 0));
+  return static_cast<int>(static_cast<uint64_t>(row) >> ShiftToTop(row_bits, kHomeBinBits));
 }
 // Bytes of tile_counts for `capacity` entries.
 inline int64_t MissTileCountBytes(int64_t capacity) {

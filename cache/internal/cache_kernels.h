@@ -56,19 +56,31 @@ bool HomeIsMappedCuda(const void* home, int device);
 // (statistics, read after a wait).
 void ReadDeviceCuda(const int64_t* from, int64_t* to, int64_t count, int device);
 
-// The deferred fills of a GPU prefetch of `num_indices` (each fill of a
-// mapped home's prefetch waits for its last pass: at most one per index and
-// one per slot), and the bytes of device scratch it takes in `passes`
-// passes (a bound of the scratch's layout in prefetch_cuda.cu that grows
-// with the indices of a pass, so that it sets the passes for a budget).
-// Defined in cache_arrays.cc, for CPU and CUDA builds alike.
+// Home order's keys: the top kHomeKeyBits bits of a linear id, spans of
+// home memory that the GPU translates together (cache_cuda.cuh, HomeKey).
+inline constexpr int kHomeKeyBits = 16;
+inline constexpr int64_t kHomeKeys = int64_t{1} << kHomeKeyBits;
+
+// How a GPU prefetch of some indices in some passes uses its device
+// scratch: prefetch_cuda.cu carves it, PrefetchScratchBytes bounds it.
+// Defined in cache_arrays.cc, for CPU and CUDA builds alike, so that a
+// budget picks the same passes for both.
+struct PrefetchScratchPlan {
+  int64_t chunk = 0;  // indices a pass
+  int passes = 0;     // the passes that run (chunks of the batch)
+  // Entries of the two sort buffers: a pass's misses and moves, or a piece
+  // of a mapped home's deferred fills (1.5 passes: a piece's rows read the
+  // denser in home memory the more they are).
+  int64_t sort_entries = 0;
+  int64_t largest_sort = 0;   // entries (the tile counts): a buffer's, or the staging's
+  int64_t fills = 0;          // deferred fills: each of a mapped home's (one an index, a slot)
+  bool staged_index = false;  // kHomeKeys entries: a fill may be of a row an earlier pass staged
+};
 inline constexpr int64_t kPrefetchHeaderBytes = 2048;  // a bound of the scratch's header
-int64_t PassChunk(int64_t num_indices, int passes);
-int64_t DeferredFillCapacity(const CacheArgs& cache, int64_t num_indices);
+PrefetchScratchPlan PlanPrefetchScratch(const CacheArgs& cache, int64_t num_indices, int passes);
+// A bound of the plan's bytes that grows with the indices of a pass, so
+// that it sets the passes for a budget.
 int64_t PrefetchScratchBytes(const CacheArgs& cache, int64_t num_indices, int passes);
-// The entries of the scratch's sort buffers: a pass's misses, or a piece
-// of the deferred fills.
-int64_t SortEntries(const CacheArgs& cache, int64_t num_indices, int passes);
 
 // CUDA twins (cache_cuda.cu). `scratch` is device memory of at least
 // PrefetchScratchBytes(...) bytes, reused across passes.

@@ -191,42 +191,53 @@ __global__ void __launch_bounds__(kBlockThreads, 4)
       });
 }
 
-// Piece `piece` of the deferred fills (sort.capacity entries a piece) into
-// buffer 0 of `sort`, for the sort into home order, and their count:
-// those that write their evicted rows back, as (evicted row, slot), or
-// all, as (new row, slot). The first piece also clamps the staged count to
-// the staging's capacity.
-__global__ void PieceKernel(const CacheArgs cache, const uint32_t* fills, MoveCounts* counts,
-                            MissSort sort, int64_t piece, bool write_backs) {
+// The entries of piece `piece` of the deferred fills (sort.capacity
+// entries a piece).
+__device__ int64_t PieceCount(const MoveCounts& counts, const MissSort& sort, int64_t piece) {
+  const int64_t left = static_cast<int64_t>(counts.fills + counts.moves) - piece * sort.capacity;
+  return left < 0 ? 0 : (left < sort.capacity ? left : sort.capacity);
+}
+
+// A piece's fills as (new row, slot) into buffer 0 of `sort`, for the sort
+// into home order, and their count; the next piece's write-backs zeroed
+// (this piece's have run) and, first, the staged count clamped to the
+// staging's capacity (the staged rows' sort and index follow).
+__global__ void GatherFillsKernel(const CacheArgs cache, const uint32_t* fills, MoveCounts* counts,
+                                  MissSort sort, int64_t piece) {
   if (*sort.fault_key != kNoFaultKey) return;
-  const int64_t first = piece * sort.capacity;
-  const int64_t left = static_cast<int64_t>(counts->fills + counts->moves) - first;
-  const int64_t count = left < 0 ? 0 : (left < sort.capacity ? left : sort.capacity);
+  const int64_t count = PieceCount(*counts, sort, piece);
   const int64_t i0 = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i0 == 0 && piece == 0) {
+  if (i0 == 0) {
+    counts->piece = static_cast<unsigned long long>(count);
+    counts->write_backs = 0;
     const auto capacity = static_cast<unsigned long long>(cache.staging_capacity);
-    if (counts->staged > capacity) counts->staged = capacity;
+    if (piece == 0 && counts->staged > capacity) counts->staged = capacity;
   }
+  const uint32_t* first = fills + piece * sort.capacity;
+  for (int64_t i = i0; i < count; i += int64_t{gridDim.x} * blockDim.x) {
+    const uint32_t slot = first[i] & ~kWritesBack;
+    sort.rows[0][i] = cache.tags[slot];
+    sort.positions[0][i] = slot;
+  }
+}
+
+// A piece's write-backs (the fills whose evicted rows wait in their slots)
+// as (evicted row, slot) into buffer 0 of `sort`, counted in
+// counts->write_backs (zero).
+__global__ void GatherWriteBacksKernel(const CacheArgs cache, const uint32_t* fills,
+                                       MoveCounts* counts, MissSort sort, int64_t piece) {
+  if (*sort.fault_key != kNoFaultKey) return;
+  const int64_t count = PieceCount(*counts, sort, piece);
+  const uint32_t* first = fills + piece * sort.capacity;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  if (!write_backs) {
-    if (i0 == 0) {
-      counts->piece = static_cast<unsigned long long>(count);
-      counts->write_backs = 0;  // the piece's write-backs have run: the next piece's
-    }
-    for (int64_t i = i0; i < count; i += stride) {
-      const uint32_t slot = fills[first + i] & ~kWritesBack;
-      sort.rows[0][i] = cache.tags[slot];
-      sort.positions[0][i] = slot;
-    }
-    return;
-  }
-  for (int64_t base = i0 - Lane(); base < count; base += stride) {  // whole warps
+  const int64_t warp_first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x - Lane();
+  for (int64_t base = warp_first; base < count; base += stride) {  // whole warps
     const int64_t i = base + Lane();
-    const uint32_t entry = i < count ? fills[first + i] : 0u;
+    const uint32_t entry = i < count ? first[i] : 0u;
     const bool writes_back = (entry & kWritesBack) != 0;
-    const uint32_t slot = entry & ~kWritesBack;
     const unsigned long long at = WarpReserve(&counts->write_backs, writes_back);
     if (!writes_back) continue;
+    const uint32_t slot = entry & ~kWritesBack;
     sort.rows[0][at] = cache.evicted_of_slot[slot];
     sort.positions[0][at] = slot;
   }
@@ -286,12 +297,12 @@ __device__ int64_t FindStaged(const Staged& staged, int64_t row, int row_bits) {
 
 // A piece of the deferred fills (sorted in `fills`) copied in, by every
 // warp, or (`drains`) by the even warps while the odd ones write the staged
-// rows home: both directions of the link at once. `search_staged`: a fill
-// may be of a row an earlier pass staged (passes > 1).
+// rows home: both directions of the link at once. A fill looks for its row
+// among the staged ones where they are indexed (several passes).
 __global__ void __launch_bounds__(kBlockThreads, 4)
     FillKernel(const CacheArgs cache, const int64_t* fill_rows, const uint32_t* fill_slots,
-               const unsigned long long* fill_count, const Staged staged, bool drains,
-               bool search_staged, int row_bits, const unsigned long long* fault_key) {
+               const unsigned long long* fill_count, const Staged staged, bool drains, int row_bits,
+               const unsigned long long* fault_key) {
   if (*fault_key != kNoFaultKey) return;
   const int64_t any_warp = WarpOfGrid();
   const bool drainer = drains && any_warp % 2 == 1;
@@ -310,7 +321,7 @@ __global__ void __launch_bounds__(kBlockThreads, 4)
         if (!mine) return RowCopy{};
         const int64_t row = fill_rows[f];
         char* cached = SlotRowAt(cache, fill_slots[f]);
-        const int64_t g = search_staged ? FindStaged(staged, row, row_bits) : -1;
+        const int64_t g = staged.key_starts != nullptr ? FindStaged(staged, row, row_bits) : -1;
         if (g < 0) return HomeCopy(cache, row, cached, false);
         RowCopy copy;
         copy.from = StagedRowAt(cache, g);
@@ -340,10 +351,11 @@ int SortByHome(MissSort sort, int64_t* const rows[2], uint32_t* const positions[
 unsigned CopyGrid(int64_t entries) { return GridFor(entries, kBlockWarps * kRowsInFlight, 2048); }
 
 // The staged rows' key_starts (IndexStagedKernel).
-void IndexStaged(Staged& staged, const RowMoves& moves, const char* op, cudaStream_t stream) {
+void IndexStaged(const CacheArgs& cache, Staged& staged, const RowMoves& moves, const char* op,
+                 cudaStream_t stream) {
   CudaCheckForOp(cudaMemsetAsync(moves.key_starts, 0xff, kHomeKeys * sizeof(uint32_t), stream),
                  "cudaMemsetAsync of the staged rows' key starts", op);
-  IndexStagedKernel<<<GridFor(moves.sort.capacity, kBlockThreads, 1024), kBlockThreads, 0,
+  IndexStagedKernel<<<GridFor(cache.staging_capacity, kBlockThreads, 1024), kBlockThreads, 0,
                       stream>>>(staged, moves.key_starts, moves.sort.row_bits,
                                 moves.sort.fault_key);
   CudaCheckLaunch("IndexStagedKernel", op);
@@ -359,7 +371,7 @@ bool MayOverflow(const CacheArgs& cache, const RowMoves& moves) {
 
 Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int pass, int at) {
   Moves listed{&moves.counts->moves, moves.sort.rows[at], moves.sort.positions[at]};
-  if (moves.fill_capacity > 0 && MayOverflow(cache, moves)) {
+  if (MayOverflow(cache, moves)) {  // never for a managed home (no deferred fills)
     listed.evicted_in_bin = moves.counts->evicted_in_bin;
     listed.row_bits = moves.sort.row_bits;
     listed.staging_limit = cache.staging_capacity * (pass + 1) / std::max(moves.passes, 1);
@@ -397,9 +409,9 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
   for (int64_t piece = 0; piece < pieces; ++piece) {
     // The rows that earlier passes left in their slots go home first.
     if (MayOverflow(cache, moves) && moves.passes > 1) {
-      PieceKernel<<<gather_grid, kBlockThreads, 0, stream>>>(cache, moves.fills, moves.counts, sort,
-                                                             piece, true);
-      CudaCheckLaunch("PieceKernel (write-backs)", op);
+      GatherWriteBacksKernel<<<gather_grid, kBlockThreads, 0, stream>>>(cache, moves.fills,
+                                                                        moves.counts, sort, piece);
+      CudaCheckLaunch("GatherWriteBacksKernel", op);
       unsigned long long* write_backs = &moves.counts->write_backs;
       const int b =
           SortByHome(sort, sort.rows, sort.positions, 0, write_backs, sort.capacity, op, stream);
@@ -407,22 +419,22 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
                                                           write_backs, sort.fault_key);
       CudaCheckLaunch("WriteBackKernel", op);
     }
-    PieceKernel<<<gather_grid, kBlockThreads, 0, stream>>>(cache, moves.fills, moves.counts, sort,
-                                                           piece, false);
-    CudaCheckLaunch("PieceKernel (fills)", op);
+    GatherFillsKernel<<<gather_grid, kBlockThreads, 0, stream>>>(cache, moves.fills, moves.counts,
+                                                                 sort, piece);
+    CudaCheckLaunch("GatherFillsKernel", op);
     const bool drains = piece == 0 && cache.staging_capacity > 0;
     if (drains) {
       const int b = SortByHome(sort, cache.staged_rows, cache.staged_at, 0, staged.count,
                                cache.staging_capacity, op, stream);
       staged.rows = cache.staged_rows[b];
       staged.at = cache.staged_at[b];
-      if (moves.key_starts != nullptr) IndexStaged(staged, moves, op, stream);
+      if (moves.key_starts != nullptr) IndexStaged(cache, staged, moves, op, stream);
     }
     const int b =
         SortByHome(sort, sort.rows, sort.positions, 0, piece_count, sort.capacity, op, stream);
-    FillKernel<<<2 * grid, kBlockThreads, 0, stream>>>(
-        cache, sort.rows[b], sort.positions[b], piece_count, staged, drains,
-        staged.key_starts != nullptr, sort.row_bits, sort.fault_key);
+    FillKernel<<<2 * grid, kBlockThreads, 0, stream>>>(cache, sort.rows[b], sort.positions[b],
+                                                       piece_count, staged, drains, sort.row_bits,
+                                                       sort.fault_key);
     CudaCheckLaunch("FillKernel", op);
   }
 }

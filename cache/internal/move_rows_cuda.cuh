@@ -87,8 +87,9 @@ struct RowMoves {
   // With several passes (a fill may be of a row an earlier pass staged):
   // kHomeKeys entries, where the staged rows of each home key start.
   uint32_t* key_starts = nullptr;
-  int64_t piece_capacity = 0;  // entries of a piece of the deferred fills (SortEntries)
-  int64_t fill_capacity = 0;   // DeferredFillCapacity (cache_kernels.h); 0: a managed home
+  // PrefetchScratchPlan's sort_entries and fills (cache_kernels.h).
+  int64_t piece_capacity = 0;  // entries of a piece of the deferred fills
+  int64_t fill_capacity = 0;   // 0: a managed home
   int passes = 1;
 };
 

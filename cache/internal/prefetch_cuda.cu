@@ -35,12 +35,13 @@
 // The result equals PrefetchCpu's in every slot, tag, timestamp, lock,
 // location and statistic; only the order of `locked` may differ.
 //
-// Scratch (PrefetchScratchBytes, cache_kernels.h; one pass of `chunk`
-// indices, reused by every pass): a header (fault key, miss counts and the
-// moves' counters), the miss rows (i64) and positions (u32) twice (the
-// radix sort's two buffers; the one the sort leaves free holds the moves),
-// the radix sort's tile counts (1 KiB a tile of kMissTile, for a pass or
-// the staging), and a mapped home's deferred fills (u32 each).
+// Scratch (PrefetchScratchPlan, cache_kernels.h; reused by every pass): a
+// header (fault key, miss counts and the moves' counters), the miss rows
+// (i64) and positions (u32) twice (the radix sort's two buffers; the one
+// the sort leaves free holds the moves; at the end, pieces of the deferred
+// fills), the radix sort's tile counts (1 KiB a tile of kMissTile, for the
+// largest sort), a mapped home's deferred fills (u32 each) and, with
+// several passes, the staged rows' index (u32 a home key).
 
 #include <cuda_runtime_api.h>
 
@@ -83,10 +84,9 @@ struct Scratch {
   int64_t bytes = 0;  // used
 };
 
-// The scratch's pieces for sort buffers of `entries`, `sorted` entries at
-// most in one sort, `fills` deferred fills and (`key_starts`) the index of
-// the staged rows, from `base` (null: measures).
-Scratch Carve(void* base, int64_t entries, int64_t sorted, int64_t fills, bool key_starts) {
+// The scratch's pieces as `plan` lays them out, from `base` (null:
+// measures).
+Scratch Carve(void* base, const PrefetchScratchPlan& plan) {
   auto* at = static_cast<char*>(base);
   int64_t used = 0;
   auto take = [&](int64_t bytes) {
@@ -96,11 +96,12 @@ Scratch Carve(void* base, int64_t entries, int64_t sorted, int64_t fills, bool k
   };
   Scratch s;
   s.header = reinterpret_cast<Header*>(take(sizeof(Header)));
+  const int64_t entries = plan.sort_entries;
   for (int b = 0; b < 2; ++b) s.rows[b] = reinterpret_cast<int64_t*>(take(8 * entries));
   for (int b = 0; b < 2; ++b) s.positions[b] = reinterpret_cast<uint32_t*>(take(4 * entries));
-  s.tile_counts = reinterpret_cast<uint32_t*>(take(MissTileCountBytes(sorted)));
-  s.fills = reinterpret_cast<uint32_t*>(take(4 * fills));
-  if (key_starts) s.key_starts = reinterpret_cast<uint32_t*>(take(4 * kHomeKeys));
+  s.tile_counts = reinterpret_cast<uint32_t*>(take(MissTileCountBytes(plan.largest_sort)));
+  s.fills = reinterpret_cast<uint32_t*>(take(4 * plan.fills));
+  if (plan.staged_index) s.key_starts = reinterpret_cast<uint32_t*>(take(4 * kHomeKeys));
   s.bytes = used;
   return s;
 }
@@ -315,22 +316,19 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
   const ScopedDevice on_device(device);
   const cudaStream_t s = AsStream(stream);
   const int64_t n = batch.num_indices;
-  const int64_t chunk = PassChunk(n, passes);
+  const PrefetchScratchPlan plan = PlanPrefetchScratch(cache, n, passes);
+  const int64_t chunk = plan.chunk;
   if (chunk > std::numeric_limits<uint32_t>::max()) {
     throw InvalidArgument(std::string("[") + kOp + "] " + std::to_string(chunk) +
                           " indices a pass; a GPU prefetch takes at most 2^32 - 1 (use more "
                           "passes)");
   }
-  const int64_t fills = DeferredFillCapacity(cache, n);
-  const int64_t entries = SortEntries(cache, n, passes);
-  const int64_t sorted = std::max(entries, cache.staging_capacity);
-  const bool key_starts = fills > 0 && passes > 1 && cache.staging_capacity > 0;
-  const Scratch sizes = Carve(nullptr, entries, sorted, fills, key_starts);
+  const Scratch sizes = Carve(nullptr, plan);
   if (scratch_bytes < sizes.bytes || reinterpret_cast<uintptr_t>(scratch) % 8 != 0) {
     throw InvalidArgument(std::string("[") + kOp + "] scratch of " + std::to_string(scratch_bytes) +
                           " bytes; " + std::to_string(sizes.bytes) + " (8-byte aligned) needed");
   }
-  const Scratch sc = Carve(scratch, entries, sorted, fills, key_starts);
+  const Scratch sc = Carve(scratch, plan);
   CheckBatchCuda(cache, batch, &sc.header->fault_key, kOp, s);
   BeginKernel<<<1, kBlockThreads, 0, s>>>(cache, batch, where, sc.header, fault);
   CudaCheckLaunch("BeginKernel", kOp);
@@ -338,11 +336,10 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
   RowMoves moves;
   moves.counts = &sc.header->moves;
   moves.fills = sc.fills;
-  moves.fill_capacity = fills;
-  moves.piece_capacity = entries;
+  moves.fill_capacity = plan.fills;
+  moves.piece_capacity = plan.sort_entries;
   moves.key_starts = sc.key_starts;
-  moves.passes =
-      static_cast<int>((n + std::max<int64_t>(chunk, 1) - 1) / std::max<int64_t>(chunk, 1));
+  moves.passes = plan.passes;
   MissSort& sort = moves.sort;
   sort.fault_key = &sc.header->fault_key;
   sort.capacity = chunk;
