@@ -23,6 +23,7 @@ constexpr int kChecksInFlight = 4;
 __global__ void __launch_bounds__(kBlockThreads)
     FindFaultKernel(const BatchArgs batch, int num_tables, const int64_t* rows,
                     unsigned long long* key) {
+  AwaitPreviousKernel();
   const int64_t bags = num_tables * batch.batch_size;
   const int64_t n = batch.num_indices;
   const int64_t threads = int64_t{gridDim.x} * blockDim.x;
@@ -32,18 +33,21 @@ __global__ void __launch_bounds__(kBlockThreads)
       atomicMin(key, static_cast<unsigned long long>(j));
     }
   }
-  for (int64_t first = thread; first < n; first += threads * kChecksInFlight) {
+  // Each block checks tiles of consecutive indices, which span few tables.
+  constexpr int64_t kTile = int64_t{kBlockThreads} * kChecksInFlight;
+  for (int64_t tile = int64_t{blockIdx.x} * kTile; tile < n; tile += int64_t{gridDim.x} * kTile) {
+    const TableSpan span = BlockTableSpan(batch, num_tables, tile, kTile, n);
     int64_t index[kChecksInFlight];
 #pragma unroll
     for (int u = 0; u < kChecksInFlight; ++u) {
-      const int64_t k = first + u * threads;
+      const int64_t k = tile + u * kBlockThreads + threadIdx.x;
       index[u] = k < n ? IndexAt(batch, k) : 0;
     }
 #pragma unroll
     for (int u = 0; u < kChecksInFlight; ++u) {
-      const int64_t k = first + u * threads;
+      const int64_t k = tile + u * kBlockThreads + threadIdx.x;
       if (k >= n) continue;
-      const int table = TableOfIndex(batch, num_tables, k);
+      const int table = TableOfIndex(batch, span, k);
       if (index[u] < 0 || index[u] >= rows[table]) {
         atomicMin(key, static_cast<unsigned long long>(bags + 1 + k));
       }
@@ -58,9 +62,9 @@ void CheckBatchCuda(const CacheArgs& cache, const BatchArgs& batch, unsigned lon
   CudaCheckForOp(cudaMemsetAsync(key, 0xff, sizeof(*key), stream),
                  "cudaMemsetAsync of the fault key", op);
   const int64_t entries = cache.num_tables * batch.batch_size + 1 + batch.num_indices;
-  FindFaultKernel<<<GridFor(entries, kBlockThreads * kChecksInFlight), kBlockThreads, 0, stream>>>(
-      batch, cache.num_tables, cache.rows, key);
-  CudaCheckLaunch("FindFaultKernel", op);
+  LaunchChained("FindFaultKernel", op, FindFaultKernel,
+                GridFor(entries, kBlockThreads * kChecksInFlight), kBlockThreads, stream, batch,
+                cache.num_tables, cache.rows, key);
 }
 
 }  // namespace ember::cache::internal::cuda

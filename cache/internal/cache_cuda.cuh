@@ -2,7 +2,8 @@
 
 // Device helpers shared by the cache's CUDA kernels (batch_check_cuda.cu,
 // miss_sort_cuda.cu, prefetch_cuda.cu, lookup_cuda.cu, maintenance_cuda.cu),
-// and the two host launchers they share: the batch check and the miss sort.
+// their chained launches, and the two host launchers they share: the batch
+// check and the miss sort.
 //
 // Warp helpers take the whole warp: every lane calls them, converged, with
 // its own arguments (a lane without work passes valid = false), as the
@@ -10,15 +11,17 @@
 //
 // Thread safety: pure functions and launches on the caller's stream.
 
-#include <cuda_runtime_api.h>
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "cache/internal/batch_fault.h"
 #include "cache/internal/cache_args.h"
 #include "cache/internal/cache_kernels.h"
 #include "cache/internal/cache_rows.h"
+#include "engine/cuda/check.h"
 
 namespace ember::cache::internal::cuda {
 
@@ -37,15 +40,77 @@ inline unsigned GridFor(int64_t n, int64_t per_block, int64_t cap = 65535) {
   return static_cast<unsigned>(std::clamp<int64_t>((n + per_block - 1) / per_block, 1, cap));
 }
 
+// Chained kernels (programmatic dependent launch, sm_90 and later). A step
+// is a chain of short kernels on one stream, and most of them return at
+// once when nothing missed, so the time from one kernel's end to the next
+// one's start is a large share of a step without misses. A kernel launched
+// by LaunchChained may be started while the stream's previous kernel still
+// runs, when that kernel allows it; so every cache kernel begins with
+// AwaitPreviousKernel, which waits until the previous kernel has finished
+// and its writes are visible, then allows the next chained kernel to start
+// (its blocks wait in turn). Both instructions are no-ops in a kernel
+// launched without the attribute, and a launch after anything that is not
+// a kernel of this chain (a memset, an event wait, another library's
+// kernel) keeps the stream's full order.
+__device__ inline void AwaitPreviousKernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// The configuration of a chained launch (see above).
+struct ChainedLaunch {
+  ChainedLaunch(bool cooperative, unsigned grid, unsigned block, cudaStream_t stream) {
+    attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[0].val.programmaticStreamSerializationAllowed = 1;
+    attributes[1].id = cudaLaunchAttributeCooperative;
+    attributes[1].val.cooperative = 1;
+    config.gridDim = dim3(grid);
+    config.blockDim = dim3(block);
+    config.stream = stream;
+    config.attrs = attributes;
+    config.numAttrs = cooperative ? 2 : 1;
+  }
+  ChainedLaunch(const ChainedLaunch&) = delete;  // config points into it
+  ChainedLaunch& operator=(const ChainedLaunch&) = delete;
+
+  cudaLaunchAttribute attributes[2] = {};
+  cudaLaunchConfig_t config = {};
+};
+
+// Launches `kernel` chained to the stream's previous kernel (see above).
+// Checked: a failure names `name` and `op`.
+template <typename... Params, typename... Args>
+void LaunchChained(const char* name, const char* op, void (*kernel)(Params...), unsigned grid,
+                   unsigned block, cudaStream_t stream, Args&&... args) {
+  const ChainedLaunch launch(/*cooperative=*/false, grid, block, stream);
+  CudaCheckForOp(cudaLaunchKernelEx(&launch.config, kernel, std::forward<Args>(args)...), name, op);
+}
+
+// The same as cudaLaunchCooperativeKernel does (the grid resident at once).
+template <typename... Params, typename... Args>
+void LaunchChainedCooperative(const char* name, const char* op, void (*kernel)(Params...),
+                              unsigned grid, unsigned block, cudaStream_t stream, Args&&... args) {
+  const ChainedLaunch launch(/*cooperative=*/true, grid, block, stream);
+  CudaCheckForOp(cudaLaunchKernelEx(&launch.config, kernel, std::forward<Args>(args)...), name, op);
+}
+
 __device__ inline int Lane() { return static_cast<int>(threadIdx.x % kWarp); }
 __device__ inline unsigned LanesBelow() { return (1u << Lane()) - 1u; }
 
+// The tables that a run of indices may belong to: [first, last].
+struct TableSpan {
+  int first;
+  int last;
+};
+
 // The table of index k of a batch (whose offsets are valid: otherwise some
-// table, never out of bounds): the last table whose first bag starts at or
-// before k.
-__device__ inline int TableOfIndex(const BatchArgs& batch, int num_tables, int64_t k) {
-  int lo = 0;
-  int hi = num_tables - 1;
+// table of `span`, never out of bounds): the last table of `span` whose
+// first bag starts at or before k.
+__device__ inline int TableOfIndex(const BatchArgs& batch, TableSpan span, int64_t k) {
+  int lo = span.first;
+  int hi = span.last;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
     if (OffsetAt(batch, int64_t{mid} * batch.batch_size) <= k) {
@@ -56,11 +121,33 @@ __device__ inline int TableOfIndex(const BatchArgs& batch, int num_tables, int64
   }
   return lo;
 }
+__device__ inline int TableOfIndex(const BatchArgs& batch, int num_tables, int64_t k) {
+  return TableOfIndex(batch, TableSpan{0, num_tables - 1}, k);
+}
 
-// The linear id of index k, or -1 when the index is out of its table's range
-// (only an unchecked batch has one).
-__device__ inline int64_t LinearIdOf(const CacheArgs& cache, const BatchArgs& batch, int64_t k) {
-  const int table = TableOfIndex(batch, cache.num_tables, k);
+// The tables of the block's indices, the first `items` from `first` that
+// are below `end`: found once for the block (by two threads), so that each
+// index's own search runs over the tables its block spans, mostly one,
+// instead of putting a search through every table's offsets in front of
+// each index's row. Every thread of the block calls it, with the same
+// arguments.
+__device__ inline TableSpan BlockTableSpan(const BatchArgs& batch, int num_tables, int64_t first,
+                                           int64_t items, int64_t end) {
+  __shared__ int ends[2];
+  const int64_t last = (first + items < end ? first + items : end) - 1;
+  __syncthreads();  // the block's previous span has been read
+  if (threadIdx.x < 2) {
+    ends[threadIdx.x] = TableOfIndex(batch, num_tables, threadIdx.x == 0 ? first : last);
+  }
+  __syncthreads();
+  return TableSpan{ends[0], ends[1]};
+}
+
+// The linear id of index k (of table `span`'s), or -1 when the index is
+// out of its table's range (only an unchecked batch has one).
+__device__ inline int64_t LinearIdOf(const CacheArgs& cache, const BatchArgs& batch, TableSpan span,
+                                     int64_t k) {
+  const int table = TableOfIndex(batch, span, k);
   const int64_t index = IndexAt(batch, k);
   return index >= 0 && index < cache.rows[table] ? cache.row_offsets[table] + index : -1;
 }
@@ -100,12 +187,16 @@ __device__ inline void WarpCopy(const void* from, void* to, int64_t bytes) {
   }
 }
 
-// The slot of each lane's row (linear id) or -1, as FindSlot finds it: lane
-// by lane, the whole warp reads the 32 tags of that row's set (two cache
+// The slot of each lane's row (linear id) or -1, as FindSlot finds it: row
+// by row, the whole warp reads the 32 tags of that row's set (two cache
 // lines) in one coalesced load.
 __device__ inline int64_t WarpFindSlot(const CacheArgs& cache, int64_t linear_id, bool valid) {
   const int64_t set = valid ? SetOf(linear_id, cache.num_sets) : 0;
-  unsigned pending = __ballot_sync(kFullMask, valid);
+  // A row repeated in the warp (a hot row, under Zipf's law often) is
+  // looked up once, by the lowest of its lanes, and its slot shared.
+  const unsigned peers = __match_any_sync(kFullMask, valid ? linear_id : -1);
+  const int leader = __ffs(peers) - 1;
+  unsigned pending = __ballot_sync(kFullMask, valid && leader == Lane());
   int64_t found = -1;
   while (pending != 0) {
     const int i = __ffs(pending) - 1;
@@ -115,7 +206,7 @@ __device__ inline int64_t WarpFindSlot(const CacheArgs& cache, int64_t linear_id
     const unsigned hits = __ballot_sync(kFullMask, cache.tags[first + Lane()] == row);
     if (Lane() == i && hits != 0) found = first + __ffs(hits) - 1;
   }
-  return found;
+  return __shfl_sync(kFullMask, found, leader);
 }
 
 // This lane's way's rank among the `eligible` ways of its set in victim

@@ -25,6 +25,7 @@ namespace {
 
 __global__ void __launch_bounds__(kBlockThreads)
     UnlockKernel(const CacheArgs cache, const LocationArgs where) {
+  AwaitPreviousKernel();
   const auto locked = static_cast<int64_t>(*where.num_locked);
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < locked; i += stride) {
@@ -38,6 +39,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 __global__ void __launch_bounds__(kBlockThreads)
     LocateKernel(const CacheArgs cache, const BatchArgs batch, const LocationArgs where,
                  const unsigned long long* fault_key, BatchFault* fault) {
+  AwaitPreviousKernel();
   if (fault_key != nullptr && *fault_key != kNoFaultKey) {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
       DescribeFault(batch, cache.num_tables, cache.rows, *fault_key, fault);
@@ -50,7 +52,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int64_t base = int64_t{blockIdx.x} * blockDim.x; base < batch.num_indices; base += stride) {
     const int64_t k = base + threadIdx.x;
     const bool in_batch = k < batch.num_indices;
-    const int64_t row = in_batch ? LinearIdOf(cache, batch, k) : -1;
+    const TableSpan span =
+        BlockTableSpan(batch, cache.num_tables, base, blockDim.x, batch.num_indices);
+    const int64_t row = in_batch ? LinearIdOf(cache, batch, span, k) : -1;
     const int64_t slot = WarpFindSlot(cache, row, row >= 0);
     if (in_batch) where.slot_of[k] = static_cast<int32_t>(slot >= 0 ? slot : kMiss);
   }
@@ -66,12 +70,10 @@ void RelookupCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
   const ScopedDevice on_device(device);
   const cudaStream_t s = AsStream(stream);
   // A batch locks at most one slot per index.
-  UnlockKernel<<<GridFor(batch.num_indices, kBlockThreads, 8192), kBlockThreads, 0, s>>>(cache,
-                                                                                         where);
-  CudaCheckLaunch("UnlockKernel", kOp);
-  LocateKernel<<<LocateGrid(batch.num_indices), kBlockThreads, 0, s>>>(cache, batch, where, nullptr,
-                                                                       nullptr);
-  CudaCheckLaunch("LocateKernel", kOp);
+  LaunchChained("UnlockKernel", kOp, UnlockKernel, GridFor(batch.num_indices, kBlockThreads, 8192),
+                kBlockThreads, s, cache, where);
+  LaunchChained("LocateKernel", kOp, LocateKernel, LocateGrid(batch.num_indices), kBlockThreads, s,
+                cache, batch, where, nullptr, nullptr);
 }
 
 void LookupCuda(const CacheArgs& cache, const BatchArgs& batch, const LocationArgs& where,
@@ -85,9 +87,8 @@ void LookupCuda(const CacheArgs& cache, const BatchArgs& batch, const LocationAr
                             .Alloc(sizeof(unsigned long long), s);
   auto* fault_key = static_cast<unsigned long long*>(key.data());
   CheckBatchCuda(cache, batch, fault_key, kOp, s);
-  LocateKernel<<<LocateGrid(batch.num_indices), kBlockThreads, 0, s>>>(cache, batch, where,
-                                                                       fault_key, fault);
-  CudaCheckLaunch("LocateKernel", kOp);
+  LaunchChained("LocateKernel", kOp, LocateKernel, LocateGrid(batch.num_indices), kBlockThreads, s,
+                cache, batch, where, fault_key, fault);
   key.RecordUse(s);
 }
 

@@ -193,6 +193,7 @@ __device__ void ScatterTile(const MissSort& s, int64_t count, int64_t tile, int 
 __global__ void __launch_bounds__(kSortThreads)
     SortMissesKernel(const MissSort s, int passes, int out) {
   __shared__ SortShared shared;
+  AwaitPreviousKernel();
   if (*s.fault_key != kNoFaultKey) return;
   const auto count = static_cast<int64_t>(*s.count);
   if (count == 0) return;
@@ -248,11 +249,8 @@ int SortMissesCuda(const MissSort& s, const char* op, cudaStream_t stream) {
   const int64_t tiles = (s.capacity + kMissTile - 1) / kMissTile;
   const auto blocks =
       static_cast<unsigned>(std::clamp<int64_t>(tiles, 1, ResidentSortBlocks(device, op)));
-  MissSort args = s;
-  void* params[] = {&args, &passes, &out};
-  CudaCheckForOp(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&SortMissesKernel),
-                                             dim3(blocks), dim3(kSortThreads), params, 0, stream),
-                 "cudaLaunchCooperativeKernel of SortMissesKernel", op);
+  LaunchChainedCooperative("SortMissesKernel", op, SortMissesKernel, blocks, kSortThreads, stream,
+                           s, passes, out);
   return out;
 }
 

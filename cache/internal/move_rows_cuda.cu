@@ -118,6 +118,7 @@ __device__ int64_t WarpsOfGrid() { return int64_t{gridDim.x} * kBlockWarps; }
 // touch the same bytes.
 __global__ void __launch_bounds__(kBlockThreads, 4)
     MoveKernel(const CacheArgs cache, const Moves moves, const unsigned long long* fault_key) {
+  AwaitPreviousKernel();
   if (*fault_key != kNoFaultKey) return;
   const bool fills = Lane() >= kRowsInFlight;
   ForEachWarpCopy<2 * kRowsInFlight>(static_cast<int64_t>(*moves.count), WarpOfGrid(),
@@ -164,6 +165,7 @@ __device__ int StagingCutoff(const MoveCounts& counts, int64_t staging_limit) {
 __global__ void __launch_bounds__(kBlockThreads, 4)
     StageKernel(const CacheArgs cache, const Moves moves, uint32_t* fills, MoveCounts* counts,
                 const unsigned long long* fault_key) {
+  AwaitPreviousKernel();
   if (*fault_key != kNoFaultKey) return;
   const bool bins = moves.evicted_in_bin != nullptr;
   const int cutoff = bins ? StagingCutoff(*counts, moves.staging_limit) : kHomeBins;
@@ -204,6 +206,7 @@ __device__ int64_t PieceCount(const MoveCounts& counts, const MissSort& sort, in
 // staging's capacity (the staged rows' sort and index follow).
 __global__ void GatherFillsKernel(const CacheArgs cache, const uint32_t* fills, MoveCounts* counts,
                                   MissSort sort, int64_t piece) {
+  AwaitPreviousKernel();
   if (*sort.fault_key != kNoFaultKey) return;
   const int64_t count = PieceCount(*counts, sort, piece);
   const int64_t i0 = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
@@ -226,6 +229,7 @@ __global__ void GatherFillsKernel(const CacheArgs cache, const uint32_t* fills, 
 // counts->write_backs (zero).
 __global__ void GatherWriteBacksKernel(const CacheArgs cache, const uint32_t* fills,
                                        MoveCounts* counts, MissSort sort, int64_t piece) {
+  AwaitPreviousKernel();
   if (*sort.fault_key != kNoFaultKey) return;
   const int64_t count = PieceCount(*counts, sort, piece);
   const uint32_t* first = fills + piece * sort.capacity;
@@ -248,6 +252,7 @@ __global__ void GatherWriteBacksKernel(const CacheArgs cache, const uint32_t* fi
 __global__ void __launch_bounds__(kBlockThreads, 4)
     WriteBackKernel(const CacheArgs cache, const int64_t* rows, const uint32_t* slots,
                     const unsigned long long* count, const unsigned long long* fault_key) {
+  AwaitPreviousKernel();
   if (*fault_key != kNoFaultKey) return;
   ForEachWarpCopy<kRowsInFlight>(
       static_cast<int64_t>(*count), WarpOfGrid(), WarpsOfGrid(), [&](int64_t f, bool mine) {
@@ -271,6 +276,7 @@ struct Staged {
 constexpr uint32_t kNoStaged = ~0u;
 __global__ void IndexStagedKernel(const Staged staged, uint32_t* key_starts, int row_bits,
                                   const unsigned long long* fault_key) {
+  AwaitPreviousKernel();
   if (*fault_key != kNoFaultKey) return;
   const auto count = static_cast<int64_t>(*staged.count);
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
@@ -303,6 +309,7 @@ __global__ void __launch_bounds__(kBlockThreads, 4)
     FillKernel(const CacheArgs cache, const int64_t* fill_rows, const uint32_t* fill_slots,
                const unsigned long long* fill_count, const Staged staged, bool drains, int row_bits,
                const unsigned long long* fault_key) {
+  AwaitPreviousKernel();
   if (*fault_key != kNoFaultKey) return;
   const int64_t any_warp = WarpOfGrid();
   const bool drainer = drains && any_warp % 2 == 1;
@@ -355,10 +362,9 @@ void IndexStaged(const CacheArgs& cache, Staged& staged, const RowMoves& moves, 
                  cudaStream_t stream) {
   CudaCheckForOp(cudaMemsetAsync(moves.key_starts, 0xff, kHomeKeys * sizeof(uint32_t), stream),
                  "cudaMemsetAsync of the staged rows' key starts", op);
-  IndexStagedKernel<<<GridFor(cache.staging_capacity, kBlockThreads, 1024), kBlockThreads, 0,
-                      stream>>>(staged, moves.key_starts, moves.sort.row_bits,
-                                moves.sort.fault_key);
-  CudaCheckLaunch("IndexStagedKernel", op);
+  LaunchChained("IndexStagedKernel", op, IndexStagedKernel,
+                GridFor(cache.staging_capacity, kBlockThreads, 1024), kBlockThreads, stream, staged,
+                moves.key_starts, moves.sort.row_bits, moves.sort.fault_key);
   staged.key_starts = moves.key_starts;
 }
 
@@ -385,14 +391,12 @@ void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int pass, int a
   const unsigned grid = CopyGrid(moves.sort.capacity);
   const unsigned long long* fault_key = moves.sort.fault_key;
   if (moves.fill_capacity == 0) {
-    MoveKernel<<<grid, kBlockThreads, 0, stream>>>(cache, PassMoves(cache, moves, pass, at),
-                                                   fault_key);
-    CudaCheckLaunch("MoveKernel", op);
+    LaunchChained("MoveKernel", op, MoveKernel, grid, kBlockThreads, stream, cache,
+                  PassMoves(cache, moves, pass, at), fault_key);
     return;
   }
-  StageKernel<<<grid, kBlockThreads, 0, stream>>>(cache, PassMoves(cache, moves, pass, at),
-                                                  moves.fills, moves.counts, fault_key);
-  CudaCheckLaunch("StageKernel", op);
+  LaunchChained("StageKernel", op, StageKernel, grid, kBlockThreads, stream, cache,
+                PassMoves(cache, moves, pass, at), moves.fills, moves.counts, fault_key);
 }
 
 void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
@@ -409,19 +413,16 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
   for (int64_t piece = 0; piece < pieces; ++piece) {
     // The rows that earlier passes left in their slots go home first.
     if (MayOverflow(cache, moves) && moves.passes > 1) {
-      GatherWriteBacksKernel<<<gather_grid, kBlockThreads, 0, stream>>>(cache, moves.fills,
-                                                                        moves.counts, sort, piece);
-      CudaCheckLaunch("GatherWriteBacksKernel", op);
+      LaunchChained("GatherWriteBacksKernel", op, GatherWriteBacksKernel, gather_grid,
+                    kBlockThreads, stream, cache, moves.fills, moves.counts, sort, piece);
       unsigned long long* write_backs = &moves.counts->write_backs;
       const int b =
           SortByHome(sort, sort.rows, sort.positions, 0, write_backs, sort.capacity, op, stream);
-      WriteBackKernel<<<grid, kBlockThreads, 0, stream>>>(cache, sort.rows[b], sort.positions[b],
-                                                          write_backs, sort.fault_key);
-      CudaCheckLaunch("WriteBackKernel", op);
+      LaunchChained("WriteBackKernel", op, WriteBackKernel, grid, kBlockThreads, stream, cache,
+                    sort.rows[b], sort.positions[b], write_backs, sort.fault_key);
     }
-    GatherFillsKernel<<<gather_grid, kBlockThreads, 0, stream>>>(cache, moves.fills, moves.counts,
-                                                                 sort, piece);
-    CudaCheckLaunch("GatherFillsKernel", op);
+    LaunchChained("GatherFillsKernel", op, GatherFillsKernel, gather_grid, kBlockThreads, stream,
+                  cache, moves.fills, moves.counts, sort, piece);
     const bool drains = piece == 0 && cache.staging_capacity > 0;
     if (drains) {
       const int b = SortByHome(sort, cache.staged_rows, cache.staged_at, 0, staged.count,
@@ -432,10 +433,9 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
     }
     const int b =
         SortByHome(sort, sort.rows, sort.positions, 0, piece_count, sort.capacity, op, stream);
-    FillKernel<<<2 * grid, kBlockThreads, 0, stream>>>(cache, sort.rows[b], sort.positions[b],
-                                                       piece_count, staged, drains, sort.row_bits,
-                                                       sort.fault_key);
-    CudaCheckLaunch("FillKernel", op);
+    LaunchChained("FillKernel", op, FillKernel, 2 * grid, kBlockThreads, stream, cache,
+                  sort.rows[b], sort.positions[b], piece_count, staged, drains, sort.row_bits,
+                  sort.fault_key);
   }
 }
 

@@ -117,6 +117,7 @@ int BitsFor(int64_t largest) {
 // count.
 __global__ void BeginKernel(const CacheArgs cache, const BatchArgs batch, const LocationArgs where,
                             Header* header, BatchFault* fault) {
+  AwaitPreviousKernel();
   if (header->fault_key != kNoFaultKey) {
     if (threadIdx.x == 0) {
       DescribeFault(batch, cache.num_tables, cache.rows, header->fault_key, fault);
@@ -153,17 +154,20 @@ __global__ void __launch_bounds__(kBlockThreads)
     ProbeKernel(const CacheArgs cache, const BatchArgs batch, const LocationArgs where,
                 int64_t timestep, int64_t begin, int64_t end, unsigned long long* misses,
                 Header* header, int64_t* miss_rows, uint32_t* miss_positions) {
+  AwaitPreviousKernel();
   if (header->fault_key != kNoFaultKey) return;
   if (blockIdx.x == 0) {
     CountRequested(cache, batch, begin, end);
     BeginPassMoves(&header->moves, cache.staging_capacity);
   }
-  const int64_t k = begin + int64_t{blockIdx.x} * kBlockThreads + threadIdx.x;
+  const int64_t first = begin + int64_t{blockIdx.x} * kBlockThreads;
+  const TableSpan span = BlockTableSpan(batch, cache.num_tables, first, kBlockThreads, end);
+  const int64_t k = first + threadIdx.x;
   const bool valid = k < end;
   int table = 0;
   int64_t row = 0;
   if (valid) {
-    table = TableOfIndex(batch, cache.num_tables, k);
+    table = TableOfIndex(batch, span, k);
     row = cache.row_offsets[table] + IndexAt(batch, k);
   }
   const int64_t slot = WarpFindSlot(cache, row, valid);
@@ -270,6 +274,7 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
                  unsigned long long* next_misses, const Header* header, const int64_t* rows,
                  const uint32_t* positions) {
   __shared__ int8_t ways_by_rank[kBlockWarps][kWays];
+  AwaitPreviousKernel();
   if (header->fault_key != kNoFaultKey) return;
   if (blockIdx.x == 0 && threadIdx.x == 0) *next_misses = 0;
   const auto count = static_cast<int64_t>(*misses);
@@ -286,6 +291,7 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
 // statistics (zeroed by BeginKernel), their totals row and the totals since
 // creation, and zeroed for the next step.
 __global__ void FinishKernel(const CacheArgs cache, const Header* header) {
+  AwaitPreviousKernel();
   if (header->fault_key != kNoFaultKey || cache.stat_tallies == nullptr) return;
   const int64_t fields = int64_t{cache.num_tables} * kStatFields;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
@@ -330,8 +336,8 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
   }
   const Scratch sc = Carve(scratch, plan);
   CheckBatchCuda(cache, batch, &sc.header->fault_key, kOp, s);
-  BeginKernel<<<1, kBlockThreads, 0, s>>>(cache, batch, where, sc.header, fault);
-  CudaCheckLaunch("BeginKernel", kOp);
+  LaunchChained("BeginKernel", kOp, BeginKernel, 1, kBlockThreads, s, cache, batch, where,
+                sc.header, fault);
 
   RowMoves moves;
   moves.counts = &sc.header->moves;
@@ -355,23 +361,23 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
   for (int64_t begin = 0; begin < n; begin += std::max<int64_t>(chunk, 1), ++pass) {
     const int64_t end = std::min(n, begin + chunk);
     unsigned long long* misses = &sc.header->misses[pass % 2];
-    ProbeKernel<<<GridFor(end - begin, kBlockThreads, std::numeric_limits<int32_t>::max()),
-                  kBlockThreads, 0, s>>>(cache, batch, where, timestep, begin, end, misses,
-                                         sc.header, sc.rows[0], sc.positions[0]);
-    CudaCheckLaunch("ProbeKernel", kOp);
+    LaunchChained("ProbeKernel", kOp, ProbeKernel,
+                  GridFor(end - begin, kBlockThreads, std::numeric_limits<int32_t>::max()),
+                  kBlockThreads, s, cache, batch, where, timestep, begin, end, misses, sc.header,
+                  sc.rows[0], sc.positions[0]);
     MissSort by_set = sort;
     by_set.count = misses;
     const int at = SortMissesCuda(by_set, kOp, s);
-    InsertKernel<<<GridFor(end - begin, kBlockWarps, 4096), kBlockThreads, 0, s>>>(
-        cache, where, PassMoves(cache, moves, pass, 1 - at), timestep, begin, misses,
-        &sc.header->misses[(pass + 1) % 2], sc.header, sc.rows[at], sc.positions[at]);
-    CudaCheckLaunch("InsertKernel", kOp);
+    LaunchChained("InsertKernel", kOp, InsertKernel, GridFor(end - begin, kBlockWarps, 4096),
+                  kBlockThreads, s, cache, where, PassMoves(cache, moves, pass, 1 - at), timestep,
+                  begin, misses, &sc.header->misses[(pass + 1) % 2], sc.header, sc.rows[at],
+                  sc.positions[at]);
     MovePassRows(cache, moves, pass, 1 - at, kOp, s);
   }
   FinishMoves(cache, moves, kOp, s);
-  FinishKernel<<<GridFor(int64_t{cache.num_tables} * kStatFields, kBlockThreads), kBlockThreads, 0,
-                 s>>>(cache, sc.header);
-  CudaCheckLaunch("FinishKernel", kOp);
+  LaunchChained("FinishKernel", kOp, FinishKernel,
+                GridFor(int64_t{cache.num_tables} * kStatFields, kBlockThreads), kBlockThreads, s,
+                cache, sc.header);
 }
 
 }  // namespace ember::cache::internal
