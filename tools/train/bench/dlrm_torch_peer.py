@@ -30,7 +30,11 @@ and the 90th percentile are reported.
 Output: one flat JSON object per line on stdout:
   {"info": "torch 2.4.1, CUDA 12.4, NVIDIA H100 80GB HBM3"}
   {"case": "dlrm", "p50_ms": MS, "p90_ms": MS, "examples_per_second": N,
-   "steps": N, "final_loss": L}
+   "steps": N, "final_loss": L, "host_p50_ms": MS, "gpu_only_p50_ms": MS}
+host_p50_ms is the time the loop takes to queue a step (when the step takes
+no longer, the host sets the pace); gpu_only_p50_ms the step's GPU time
+alone, measured after the timed steps on steps queued behind a spin kernel
+(null when the host could not queue them ahead).
   {"case": "dlrm", "error": "..."}
   {"error": "...", "unavailable": true}   (no torch, or no CUDA device)
 Progress goes to stderr. Exit status: 0 ran, 3 torch or CUDA unavailable,
@@ -65,6 +69,40 @@ def mlp(torch, sizes, relu_last, dev):
         if i + 2 < len(sizes) or relu_last:
             layers.append(torch.nn.ReLU())
     return torch.nn.Sequential(*layers)
+
+
+def gpu_only_p50(torch, step, first, rounds=8, per_round=4):
+    """The step's GPU time alone: the stream is held by a spin kernel while
+    the host queues `per_round` steps, which then run back to back with no
+    host gap between them. None when the host cannot queue a step ahead
+    (the step waits for the GPU inside: a sparse gradient's size is read
+    back, for one), so that the step's time is its GPU work plus the host's."""
+    spin_cycles = int(4e8)  # about 0.2 s at the H100's clocks
+    times = []
+    slowest_s = 0.0
+    k = first
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        torch.cuda._sleep(spin_cycles)
+        begin = time.perf_counter()
+        marks = [torch.cuda.Event(enable_timing=True) for _ in range(per_round + 1)]
+        marks[0].record()
+        for i in range(per_round):
+            step(k)
+            k += 1
+            marks[i + 1].record()
+        slowest_s = max(slowest_s, time.perf_counter() - begin)
+        ahead = not marks[0].query()  # the spin still runs: every step was queued behind it
+        marks[-1].synchronize()
+        if ahead:
+            times += [marks[i].elapsed_time(marks[i + 1]) for i in range(per_round)]
+    if not times:
+        log(f"no GPU-only time: queueing {per_round} steps behind a 0.2 s spin kernel took "
+            f"{slowest_s * 1e3:.1f} ms, so a step waits for the GPU inside")
+        return None
+    p50 = statistics.median(times)
+    log(f"GPU-only (steps queued ahead, {len(times)} steps): P50 {p50:.3f} ms")
+    return p50
 
 
 def build(torch, spec, dev):
@@ -179,6 +217,7 @@ def main():
         loss = None
         examples = 0
         marks = []
+        host = []  # the loop's own time per step (queueing the step's work)
         begin = time.perf_counter()
         for k in range(warmup, warmup + steps + 1):
             if cuda:
@@ -188,7 +227,9 @@ def main():
                 marks.append(time.perf_counter())
             if k == warmup + steps:
                 break
+            queued = time.perf_counter()
             loss = step(k)
+            host.append((time.perf_counter() - queued) * 1e3)
             examples += data[k % len(data)][4]
         if cuda:
             marks[-1].synchronize()
@@ -199,10 +240,13 @@ def main():
         times.sort()
         p50 = statistics.median(times)
         p90 = times[min(len(times) - 1, int(0.9 * (len(times) - 1) + 0.5))]
-        log(f"{steps} steps: P50 {p50:.3f} ms, P90 {p90:.3f} ms")
+        host_p50 = statistics.median(host)
+        log(f"{steps} steps: P50 {p50:.3f} ms, P90 {p90:.3f} ms; the loop took {host_p50:.3f} ms "
+            f"a step (P50)")
+        gpu_p50 = gpu_only_p50(torch, step, warmup + steps) if cuda else None
         emit(case="dlrm", p50_ms=p50, p90_ms=p90,
              examples_per_second=examples / (sum(times) / 1e3), steps=steps,
-             final_loss=float(loss))
+             final_loss=float(loss.detach()), host_p50_ms=host_p50, gpu_only_p50_ms=gpu_p50)
     except Exception as e:  # noqa: BLE001 -- out of memory, an old torch: report it
         emit(case="dlrm", error=(str(e).splitlines() or [type(e).__name__])[0][:300])
     return 0

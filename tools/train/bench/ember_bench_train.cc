@@ -77,6 +77,25 @@ struct PeerResult {
   std::optional<Json> dlrm;
 };
 
+// What sets the peer's pace: its step's GPU work alone, when steps can be
+// queued ahead of the GPU, or else the host too (a step that waits for the
+// GPU inside runs at the host's speed as well, which varies from machine to
+// machine).
+std::string PeerPace(const Json& d) {
+  if (d["host_p50_ms"].is_null()) return "";
+  const double host = d["host_p50_ms"].number();
+  if (d["gpu_only_p50_ms"].is_null()) {
+    return fmt::format(
+        "pytorch pace: its loop takes {:.3f} ms a step (P50) and waits for the GPU inside the "
+        "step, so a step is its GPU work plus the host's\n",
+        host);
+  }
+  return fmt::format(
+      "pytorch pace: its loop queues a step in {:.3f} ms (P50); its GPU work alone "
+      "takes {:.3f} ms a step\n",
+      host, d["gpu_only_p50_ms"].number());
+}
+
 // Runs the PyTorch peer on `spec_path` and reads its JSON lines.
 PeerResult RunPeer(const std::string& python, const std::string& spec_path, bool cpu) {
   PeerResult r;
@@ -231,7 +250,10 @@ int Run() {
                      .Set("p50_ms", d["p50_ms"].number())
                      .Set("p90_ms", d["p90_ms"].number())
                      .Set("examples_per_second", d["examples_per_second"].number())
-                     .Set("final_loss", d["final_loss"].number()));
+                     .Set("final_loss", d["final_loss"].number())
+                     .Set("host_p50_ms", d["host_p50_ms"])
+                     .Set("gpu_only_p50_ms", d["gpu_only_p50_ms"]));
+    table += PeerPace(d);
     // The ratio the target is about: Ember's examples/s over the peer's.
     const double peer_rate = d["examples_per_second"].number();
     const Json::Array& runs = results.array();
