@@ -16,6 +16,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -151,7 +152,7 @@ int Run() {
   synthetic.num_dense = static_cast<int>(m.num_dense);
   synthetic.rows = m.table_rows;
   synthetic.pooling_mean = absl::GetFlag(FLAGS_pooling);
-  synthetic.pooling_max = static_cast<int>(2 * synthetic.pooling_mean + 0.5);
+  synthetic.pooling_max = static_cast<int>(std::lround(2 * synthetic.pooling_mean));
   auto stored = std::make_shared<std::vector<ReplaySource::Stored>>();
   const fs::path dir = fs::temp_directory_path() / fmt::format("ember-bench-train-{}", ::getpid());
   fs::create_directories(dir);
