@@ -31,12 +31,12 @@ Output: one flat JSON object per line on stdout:
   {"info": "torch 2.4.1, CUDA 12.4, NVIDIA H100 80GB HBM3"}
   {"case": "dlrm", "p50_ms": MS, "p90_ms": MS, "examples_per_second": N,
    "steps": N, "final_loss": L, "host_p50_ms": MS, "gpu_only_p50_ms": MS}
-host_p50_ms is the time the loop takes to queue a step (when the step takes
-no longer, the host sets the pace); gpu_only_p50_ms the step's GPU time
-alone, measured after the timed steps on steps queued behind a spin kernel
-(null when the host could not queue them ahead).
   {"case": "dlrm", "error": "..."}
   {"error": "...", "unavailable": true}   (no torch, or no CUDA device)
+host_p50_ms is the loop's own time a step (the host's time to queue it, and
+any wait for the GPU inside it); gpu_only_p50_ms the step's GPU time alone,
+measured after the timed steps on steps queued behind a spin kernel (null
+when a step waits for the GPU inside, so that none can be queued ahead).
 Progress goes to stderr. Exit status: 0 ran, 3 torch or CUDA unavailable,
 2 a bad spec. --device cpu runs it on the CPU (host clock), to try the
 script without a GPU.
@@ -76,10 +76,10 @@ def gpu_only_p50(torch, step, first, rounds=8, per_round=4):
     the host queues `per_round` steps, which then run back to back with no
     host gap between them. None when the host cannot queue a step ahead
     (the step waits for the GPU inside: a sparse gradient's size is read
-    back, for one), so that the step's time is its GPU work plus the host's."""
+    back, for one), so that the step's time is its GPU work plus the host's;
+    a step that waits does so every time, so the first such round ends it."""
     spin_cycles = int(4e8)  # about 0.2 s at the H100's clocks
     times = []
-    slowest_s = 0.0
     k = first
     for _ in range(rounds):
         torch.cuda.synchronize()
@@ -91,15 +91,14 @@ def gpu_only_p50(torch, step, first, rounds=8, per_round=4):
             step(k)
             k += 1
             marks[i + 1].record()
-        slowest_s = max(slowest_s, time.perf_counter() - begin)
+        queued_s = time.perf_counter() - begin
         ahead = not marks[0].query()  # the spin still runs: every step was queued behind it
         marks[-1].synchronize()
-        if ahead:
-            times += [marks[i].elapsed_time(marks[i + 1]) for i in range(per_round)]
-    if not times:
-        log(f"no GPU-only time: queueing {per_round} steps behind a 0.2 s spin kernel took "
-            f"{slowest_s * 1e3:.1f} ms, so a step waits for the GPU inside")
-        return None
+        if not ahead:
+            log(f"no GPU-only time: queueing {per_round} steps behind a 0.2 s spin kernel took "
+                f"{queued_s * 1e3:.1f} ms, so a step waits for the GPU inside")
+            return None
+        times += [marks[i].elapsed_time(marks[i + 1]) for i in range(per_round)]
     p50 = statistics.median(times)
     log(f"GPU-only (steps queued ahead, {len(times)} steps): P50 {p50:.3f} ms")
     return p50
