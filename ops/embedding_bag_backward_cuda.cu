@@ -24,10 +24,13 @@
 //     partial-sum slots pass 64 MiB); warps take chunks from a counter. A
 //     warp walks its chunk in order, keeping the current row's gradient in
 //     registers while it prefetches the next occurrences' grad_output rows,
-//     and at each row change either applies the optimizer (the row lies
-//     wholly inside the chunk) or stores the partial sum in one of the
-//     chunk's two slots (head: the row began in an earlier chunk; tail: it
-//     goes on past the chunk).
+//     and at each row change parks the finished sum in shared memory; after
+//     each group of occurrences it either applies the optimizer to the
+//     parked rows (a row lying wholly inside the chunk) or stores the
+//     partial sum in one of the chunk's two slots (head: the row began in an
+//     earlier chunk; tail: it goes on past the chunk). What an update waits
+//     for (the row's slot, its Adagrad sum, its values in L1) is read ahead,
+//     when the warp first reads the occurrence.
 //  5. Combine: for each row that crosses a chunk boundary, the chunk where
 //     it starts (its owner) sums its tail slot and the next chunks' head
 //     slots with one thread block (warp w takes slots w, w + 8, ...; the
@@ -48,7 +51,9 @@
 // SGD / row-wise Adagrad / Adam; 32 x 500k rows, B 64k, pooling 80: 49 / 60
 // / 85 ms, where reading grad_output once per lookup (86 GB) dominates.
 // PyTorch 2.11 (an nn.EmbeddingBag per table, its best optimizer variant)
-// took 4.3 / 27 / 19 ms and 205 / 236 / 218 ms.
+// took 4.3 / 27 / 19 ms and 205 / 236 / 218 ms. Parking and reading ahead
+// then took ember-bench-ops' 8x20x16384 from 1.75 / 2.24 ms (SGD / Adagrad)
+// to 1.03 / 1.08 ms on an H200 (docs/benchmarks.md).
 //
 // Limits: dims up to kTbeBackwardCudaMaxDim = 1024 (the push functions
 // refuse a wider table on a GPU), tables of up to kTbeBackwardCudaMaxRows =
@@ -233,26 +238,68 @@ __device__ float UpdateElement(const Params& p, float w, float g, float denom, i
   return w - a.learning_rate * (m_hat / (sqrtf(v_hat) + a.eps) + a.weight_decay * w);
 }
 
+// Where a row's update goes, read ahead of it: kHome or its cache slot
+// (the location of one of its occurrences, TbeArgs::locations), and its
+// row-wise Adagrad sum (the state stays at home either way).
+constexpr int32_t kHome = -1;
+
+struct RowTarget {
+  int32_t slot = kHome;
+  float accumulated = 0.0f;
+};
+
+template <typename W>
+__device__ W* RowValues(const TbeArgs& a, unsigned long long row, int32_t slot) {
+  const int t = static_cast<int>(row & 0xffffffffu);
+  const int64_t index = static_cast<int64_t>(row >> 32);
+  return slot == kHome ? static_cast<W*>(a.weights) + a.weight_offsets[t] + index * a.dims[t]
+                       : static_cast<W*>(a.slots) + slot * a.slot_stride;
+}
+
+// The target of `row`, whose occurrence is at sorted position
+// `occurrence`; also asks L1 for the row's values, which its update will
+// read a while later.
+template <typename W>
+__device__ RowTarget TargetAt(const Params& p, unsigned long long row, int64_t occurrence) {
+  const TbeArgs& a = p.args;
+  const int t = static_cast<int>(row & 0xffffffffu);
+  RowTarget target;
+  if (a.locations != nullptr) {
+    const int32_t slot = a.locations[p.positions[occurrence]];
+    if (slot >= 0) target.slot = slot;
+  }
+  if (a.optimizer == OptimizerKind::kRowwiseAdagrad) {
+    target.accumulated = a.accumulator[a.row_offsets[t] + static_cast<int64_t>(row >> 32)];
+  }
+  const auto begin = reinterpret_cast<uintptr_t>(RowValues<W>(a, row, target.slot));
+  const uintptr_t end = begin + static_cast<uintptr_t>(a.dims[t]) * sizeof(W);
+  for (uintptr_t line = begin & ~uintptr_t{127}; line < end; line += 128) {
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(line));
+  }
+  return target;
+}
+
 // Applies the optimizer to `row` (RowAt's form) with gradient g, a warp's
-// registers; called by all 32 lanes. (Loading the lane's whole row and
-// state into registers before any store was measured slower on an H100:
-// the extra registers cost more occupancy than the overlap gained.)
-// `occurrence`: the sorted position of one of the row's occurrences, whose
-// location (TbeArgs::locations) says whether the row is updated in a cache
-// slot or at home; its optimizer state is at home either way.
+// registers; called by all 32 lanes. A chunk's rows are applied one after
+// another, so what each waits for was read ahead (TargetAt): the slot and
+// the Adagrad sum in registers, the values in L1. (Adam's moments are read
+// here: an earlier version that loaded the whole row and its state into
+// registers first was measured slower on an H100, for occupancy.)
 template <typename W, int kVecs>
 __device__ void ApplyRow(const Params& p, bool vector_rows, unsigned long long row,
-                         int64_t occurrence, const float (&g)[4 * kVecs]) {
+                         RowTarget target, const float (&g)[4 * kVecs]) {
   const TbeArgs& a = p.args;
   const int lane = threadIdx.x % 32;
   const int t = static_cast<int>(row & 0xffffffffu);
   const int64_t index = static_cast<int64_t>(row >> 32);
   const int64_t dim = a.dims[t];
   const int64_t first = a.weight_offsets[t] + index * dim;
-  W* values = static_cast<W*>(a.weights) + first;
-  if (a.locations != nullptr) {
-    const int32_t slot = a.locations[p.positions[occurrence]];
-    if (slot >= 0) values = static_cast<W*>(a.slots) + slot * a.slot_stride;
+  W* values = RowValues<W>(a, row, target.slot);
+  float w[4 * kVecs];
+#pragma unroll
+  for (int i = 0; i < 4 * kVecs; ++i) {
+    const int col = Column(vector_rows, i / 4, i % 4, lane);
+    w[i] = col < dim ? LoadWeight<W>(values, col) : 0.0f;
   }
   float denom = 0.0f;
   if (a.optimizer == OptimizerKind::kRowwiseAdagrad) {
@@ -263,18 +310,15 @@ __device__ void ApplyRow(const Params& p, bool vector_rows, unsigned long long r
     for (int offset = 16; offset > 0; offset /= 2) {
       square_sum += __shfl_xor_sync(kFullMask, square_sum, offset);
     }
-    float* accumulator = a.accumulator + a.row_offsets[t] + index;
-    const float value = *accumulator + square_sum / static_cast<float>(dim);
-    __syncwarp();  // every lane read the old value before lane 0 replaces it
-    if (lane == 0) *accumulator = value;
+    const float value = target.accumulated + square_sum / static_cast<float>(dim);
+    if (lane == 0) a.accumulator[a.row_offsets[t] + index] = value;
     denom = sqrtf(value) + a.eps;
   }
 #pragma unroll
   for (int i = 0; i < 4 * kVecs; ++i) {
     const int col = Column(vector_rows, i / 4, i % 4, lane);
     if (col >= dim) continue;
-    StoreWeight(values + col, 0,
-                UpdateElement(p, LoadWeight<W>(values, col), g[i], denom, first + col));
+    StoreWeight(values + col, 0, UpdateElement(p, w[i], g[i], denom, first + col));
   }
 }
 
@@ -284,10 +328,55 @@ __device__ void Zero(float (&x)[4 * kVecs]) {
   for (int i = 0; i < 4 * kVecs; ++i) x[i] = 0.0f;
 }
 
+// Grad rows in flight per lane.
+template <int kVecs>
+constexpr int kUnrollOf = kVecs >= 8 ? 1 : 8 / kVecs;
+
+// A finished piece of a chunk: one row's gradient summed over a run of its
+// occurrences, parked in shared memory until the warp's group of kUnroll
+// occurrences is done, then applied (or stored in a chunk slot) by one
+// copy of that code. Applying at the row change itself put a copy of
+// ApplyRow in each of the kUnroll unrolled steps, and the kernel spent most
+// of its stalls waiting for instructions (ncu, H200).
+struct Piece {
+  unsigned long long row;
+  RowTarget target;
+  int32_t where;  // kApply, or the chunk's slot: 0 head, 1 tail
+};
+constexpr int32_t kApply = -1;
+
+template <int kVecs>
+struct ParkedPieces {                         // one warp's
+  float4 sums[kUnrollOf<kVecs>][32 * kVecs];  // lane layout (StoreSlot)
+  Piece pieces[kUnrollOf<kVecs>];
+};
+
+// Applies (or stores) the pieces parked in `park`; called by all 32 lanes.
+template <typename W, int kVecs>
+__device__ void DrainPieces(const Params& p, bool vector_rows, int64_t k,
+                            const ParkedPieces<kVecs>& park, int parked) {
+  const int lane = threadIdx.x % 32;
+  __syncwarp();  // lane 0's piece records are visible
+#pragma unroll 1
+  for (int q = 0; q < parked; ++q) {
+    const Piece piece = park.pieces[q];
+    float sum[4 * kVecs];
+    Zero<kVecs>(sum);
+    AddSlot<kVecs>(reinterpret_cast<const float*>(park.sums[q]), lane, sum);
+    if (piece.where == kApply) {
+      ApplyRow<W, kVecs>(p, vector_rows, piece.row, piece.target, sum);
+    } else {
+      StoreSlot<kVecs>(p.slots + (2 * k + piece.where) * 128 * kVecs, lane, sum);
+    }
+  }
+  __syncwarp();  // read before the warp parks again
+}
+
 // One warp's chunk k (see the top comment, step 4).
 template <typename W, int kVecs>
-__device__ void ReduceChunk(const Params& p, const TbeBackwardPlan& plan, int64_t k) {
-  constexpr int kUnroll = kVecs >= 8 ? 1 : 8 / kVecs;  // grad rows in flight per lane
+__device__ void ReduceChunk(const Params& p, const TbeBackwardPlan& plan, int64_t k,
+                            ParkedPieces<kVecs>& park) {
+  constexpr int kUnroll = kUnrollOf<kVecs>;
   const TbeArgs& a = p.args;
   const int lane = threadIdx.x % 32;
   const bool vector_rows = plan.vector_rows;
@@ -308,22 +397,26 @@ __device__ void ReduceChunk(const Params& p, const TbeBackwardPlan& plan, int64_
   float acc[4 * kVecs];
   Zero<kVecs>(acc);
   unsigned long long current = kSentinelRow;
+  RowTarget current_target;
   int64_t piece_start = c0;
-  auto flush = [&](int64_t piece_end) {
+  int parked = 0;
+  auto finish_piece = [&](int64_t piece_end) {
     const bool from_before = piece_start == c0 && head_continues;
     const bool goes_on = piece_end == c1 && tail_continues;
-    if (!from_before && !goes_on) {
-      ApplyRow<W, kVecs>(p, vector_rows, current, piece_start, acc);
-    } else {
-      StoreSlot<kVecs>(p.slots + (2 * k + (from_before ? 0 : 1)) * 128 * kVecs, lane, acc);
+    StoreSlot<kVecs>(reinterpret_cast<float*>(park.sums[parked]), lane, acc);
+    if (lane == 0) {
+      park.pieces[parked] = {current, current_target, from_before ? 0 : goes_on ? 1 : kApply};
     }
+    ++parked;
   };
   for (int64_t base = c0; base < c1; base += 32) {
-    // Lane-parallel: each lane fetches one occurrence's row, source and factor.
+    // Lane-parallel: each lane fetches one occurrence's row, source, factor
+    // and target (ahead of the row's update, which would wait for it).
     unsigned long long row = kSentinelRow;
     long long source = 0;  // of its grad_output row
     long long dim = 0;
     float scale = 0.0f;
+    RowTarget target;
     if (base + lane < c1) {
       const uint32_t key = p.keys[base + lane];
       if (key != kSentinelKey) {
@@ -333,6 +426,7 @@ __device__ void ReduceChunk(const Params& p, const TbeBackwardPlan& plan, int64_
         source = (cb.bag - int64_t{t} * a.batch_size) * a.total_dim + a.output_offsets[t];
         dim = a.dims[t];
         scale = cb.scale;
+        target = TargetAt<W>(p, row, base + lane);
       }
     }
     const int count = static_cast<int>(min(int64_t{32}, c1 - base));
@@ -350,28 +444,42 @@ __device__ void ReduceChunk(const Params& p, const TbeBackwardPlan& plan, int64_
           Zero<kVecs>(g[u]);
         }
       }
+      bool ended = false;  // sentinels sort last: nothing follows one
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         if (u0 + u >= count) break;
         const unsigned long long r = __shfl_sync(kFullMask, row, u0 + u);
         const float s = __shfl_sync(kFullMask, scale, u0 + u);
+        const int32_t r_slot = __shfl_sync(kFullMask, target.slot, u0 + u);
+        const float r_accumulated = __shfl_sync(kFullMask, target.accumulated, u0 + u);
         if (r != current) {
-          if (current != kSentinelRow) flush(base + u0 + u);
+          if (current != kSentinelRow) finish_piece(base + u0 + u);
           current = r;
+          current_target = {r_slot, r_accumulated};
           piece_start = base + u0 + u;
           Zero<kVecs>(acc);
         }
-        if (r == kSentinelRow) return;  // sentinels sort last: nothing follows
+        if (r == kSentinelRow) {
+          ended = true;
+          break;
+        }
 #pragma unroll
         for (int i = 0; i < 4 * kVecs; ++i) acc[i] += s * g[u][i];
       }
+      DrainPieces<W, kVecs>(p, vector_rows, k, park, parked);
+      parked = 0;
+      if (ended) return;
     }
   }
-  if (current != kSentinelRow) flush(c1);
+  if (current != kSentinelRow) {
+    finish_piece(c1);
+    DrainPieces<W, kVecs>(p, vector_rows, k, park, parked);
+  }
 }
 
 template <typename W, int kVecs>
 __global__ void __launch_bounds__(kReduceThreads) ReduceKernel(Params p) {
+  __shared__ ParkedPieces<kVecs> parked[kReduceThreads / 32];
   const TbeBackwardPlan& plan = p.plan;
   const int lane = threadIdx.x % 32;
   for (;;) {
@@ -379,7 +487,7 @@ __global__ void __launch_bounds__(kReduceThreads) ReduceKernel(Params p) {
     if (lane == 0) k = atomicAdd(&p.counters->next_reduce, 1ull);
     k = __shfl_sync(kFullMask, k, 0);
     if (k >= static_cast<unsigned long long>(plan.num_chunks)) return;
-    ReduceChunk<W, kVecs>(p, plan, static_cast<int64_t>(k));
+    ReduceChunk<W, kVecs>(p, plan, static_cast<int64_t>(k), parked[threadIdx.x / 32]);
   }
 }
 
@@ -454,7 +562,9 @@ __global__ void __launch_bounds__(32 * kCombineWarps) CombineKernel(Params p) {
         for (int w = 0; w < kCombineWarps; ++w) {
           AddSlot<kVecs>(reinterpret_cast<const float*>(sums[w]), lane, g);
         }
-        ApplyRow<W, kVecs>(p, plan.vector_rows, owned_row, (k + 1) * plan.chunk - 1, g);
+        const int64_t occurrence = (k + 1) * plan.chunk - 1;
+        ApplyRow<W, kVecs>(p, plan.vector_rows, owned_row, TargetAt<W>(p, owned_row, occurrence),
+                           g);
       }
     }
     __syncthreads();  // `chunk`, `slots` and `sums` are reused
@@ -508,7 +618,10 @@ template <typename W, int kVecs>
 void LaunchShape(const Params& params, int sms, cudaStream_t stream, const char* op) {
   ReduceKernel<W, kVecs><<<sms * 16, kReduceThreads, 0, stream>>>(params);
   CudaCheckLaunch("ReduceKernel", op);
-  CombineKernel<W, kVecs><<<sms * 2, 32 * kCombineWarps, 0, stream>>>(params);
+  // Blocks take chunks in turn, and most chunks own no crossing row: a
+  // check of a few dependent loads each. With 2 blocks an SM they were
+  // ~100 us of an H200's backward at 426k lookups.
+  CombineKernel<W, kVecs><<<sms * 8, 32 * kCombineWarps, 0, stream>>>(params);
   CudaCheckLaunch("CombineKernel", op);
 }
 
