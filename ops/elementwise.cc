@@ -59,22 +59,28 @@ void Binary(std::string_view op, ElementwiseOp kind, const Tensor& a, const Tens
         .out = out.data<float>()});
 }
 
-}  // namespace
-
-uint64_t RandomBits(uint64_t seed, uint64_t counter) { return internal::RandomBits(seed, counter); }
-
-void AddBias(Tensor& y, const Tensor& bias) {
-  static constexpr std::string_view kOp = "AddBias";
-  CheckF32Rank(kOp, "y", y, 2);
-  CheckF32(kOp, "bias", bias);
-  CheckShape(kOp, "bias", bias, {y.shape()[1]});
-  Push(kOp, {&bias}, y,
-       {.op = ElementwiseOp::kAddBias,
+// y = f(y + bias) for AddBias and AddBiasRelu.
+void BiasOp(std::string_view op, ElementwiseOp kind, Tensor& y, const Tensor& bias) {
+  CheckF32Rank(op, "y", y, 2);
+  CheckF32(op, "bias", bias);
+  CheckShape(op, "bias", bias, {y.shape()[1]});
+  Push(op, {&bias}, y,
+       {.op = kind,
         .n = y.numel(),
         .cols = y.shape()[1],
         .a = y.data<float>(),
         .b = bias.data<float>(),
         .out = y.data<float>()});
+}
+
+}  // namespace
+
+uint64_t RandomBits(uint64_t seed, uint64_t counter) { return internal::RandomBits(seed, counter); }
+
+void AddBias(Tensor& y, const Tensor& bias) { BiasOp("AddBias", ElementwiseOp::kAddBias, y, bias); }
+
+void AddBiasRelu(Tensor& y, const Tensor& bias) {
+  BiasOp("AddBiasRelu", ElementwiseOp::kAddBiasRelu, y, bias);
 }
 
 void BiasGrad(const Tensor& dy, Tensor& db) {

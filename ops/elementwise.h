@@ -35,6 +35,11 @@ using storage::Tensor;
 // y[m, n] += bias[n]. y: [M, N]; bias: [N]. Reads bias; writes y.
 void AddBias(Tensor& y, const Tensor& bias);
 
+// y = Relu(y + bias): AddBias then Relu in one pass over y, with the same
+// result bit for bit (a hidden layer's output; ReluGrad takes it as `y`).
+// Reads bias; writes y.
+void AddBiasRelu(Tensor& y, const Tensor& bias);
+
 // db[n] = sum over m of dy[m, n] (AddBias's gradient for bias). dy: [M, N];
 // db: [N], overwritten (0 for M == 0). Sums in double on both kernels.
 // Reads dy; writes db.

@@ -8,11 +8,12 @@
 namespace ember::ops::internal {
 namespace {
 
-template <ElementwiseOp kOp>
+template <ElementwiseOp kOp, typename Index>
 __global__ void PointwiseKernel(ElementwiseArgs args) {
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < args.n; i += stride) {
-    args.out[i] = PointwiseAt<kOp>(args, i);
+  const auto n = static_cast<Index>(args.n);
+  const auto stride = static_cast<Index>(gridDim.x * blockDim.x);
+  for (auto i = static_cast<Index>(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += stride) {
+    args.out[i] = PointwiseAt<kOp, Index>(args, i);
   }
 }
 
@@ -59,8 +60,13 @@ void ElementwiseCuda(const ElementwiseArgs& args, void* stream, std::string_view
         "cudaMemcpyAsync", op);
   }
   VisitPointwise(args.op, [&](auto tag) {
-    PointwiseKernel<decltype(tag)::kValue>
-        <<<GridFor(args.n), kBlockThreads, 0, cuda_stream>>>(args);
+    constexpr ElementwiseOp kOp = decltype(tag)::kValue;
+    // i + stride stays below 2^31 + 2^24 with at most 2^16 blocks of 256.
+    if (args.n < (int64_t{1} << 31) - (int64_t{1} << 24)) {
+      PointwiseKernel<kOp, int32_t><<<GridFor(args.n), kBlockThreads, 0, cuda_stream>>>(args);
+    } else {
+      PointwiseKernel<kOp, int64_t><<<GridFor(args.n), kBlockThreads, 0, cuda_stream>>>(args);
+    }
   });
   CudaCheckLaunch("PointwiseKernel", op);
 }

@@ -18,18 +18,19 @@
 namespace ember::ops::internal {
 
 enum class ElementwiseOp : uint8_t {
-  kAddBias,   // out[i] = a[i] + b[i % cols]       (out is a: in place)
-  kBiasGrad,  // out[c] = sum over rows r of a[r * cols + c]; n = rows * cols
-  kRelu,      // out[i] = a[i] > 0 ? a[i] : 0
-  kReluGrad,  // out[i] = b[i] > 0 ? a[i] : 0      (a: dy, b: relu's y)
-  kFill,      // out[i] = alpha
-  kUniform,   // out[i] = UniformAt(seed, i, alpha, beta)
-  kNormal,    // out[i] = NormalAt(seed, i, alpha, beta)
-  kScale,     // out[i] = alpha * a[i]
-  kAxpy,      // out[i] = out[i] + alpha * a[i]
-  kAdd,       // out[i] = a[i] + b[i]
-  kMul,       // out[i] = a[i] * b[i]
-  kCopy,      // out[i] = a[i]
+  kAddBias,      // out[i] = a[i] + b[i % cols]       (out is a: in place)
+  kAddBiasRelu,  // out[i] = relu(a[i] + b[i % cols]) (in place)
+  kBiasGrad,     // out[c] = sum over rows r of a[r * cols + c]; n = rows * cols
+  kRelu,         // out[i] = a[i] > 0 ? a[i] : 0
+  kReluGrad,     // out[i] = b[i] > 0 ? a[i] : 0      (a: dy, b: relu's y)
+  kFill,         // out[i] = alpha
+  kUniform,      // out[i] = UniformAt(seed, i, alpha, beta)
+  kNormal,       // out[i] = NormalAt(seed, i, alpha, beta)
+  kScale,        // out[i] = alpha * a[i]
+  kAxpy,         // out[i] = out[i] + alpha * a[i]
+  kAdd,          // out[i] = a[i] + b[i]
+  kMul,          // out[i] = a[i] * b[i]
+  kCopy,         // out[i] = a[i]
 };
 
 struct ElementwiseArgs {
@@ -44,13 +45,20 @@ struct ElementwiseArgs {
   uint64_t seed = 0;
 };
 
+EMBER_HOST_DEVICE inline float ReluOf(float x) { return x > 0.0f ? x : 0.0f; }
+
 // The value of out[i] for every op but kBiasGrad (a reduction). A template,
-// so that each kernel's loop is compiled per op, without a switch inside.
-template <ElementwiseOp kOp>
-EMBER_HOST_DEVICE inline float PointwiseAt(const ElementwiseArgs& args, int64_t i) {
+// so that each kernel's loop is compiled per op, without a switch inside,
+// and per index type: the GPU walks tensors of fewer than 2^31 elements
+// with 32-bit indices (a 64-bit `i % cols` made AddBias compute-bound).
+template <ElementwiseOp kOp, typename Index = int64_t>
+EMBER_HOST_DEVICE inline float PointwiseAt(const ElementwiseArgs& args, Index i) {
   using Op = ElementwiseOp;
-  if constexpr (kOp == Op::kAddBias) return args.a[i] + args.b[i % args.cols];
-  if constexpr (kOp == Op::kRelu) return args.a[i] > 0.0f ? args.a[i] : 0.0f;
+  if constexpr (kOp == Op::kAddBias) return args.a[i] + args.b[i % static_cast<Index>(args.cols)];
+  if constexpr (kOp == Op::kAddBiasRelu) {
+    return ReluOf(args.a[i] + args.b[i % static_cast<Index>(args.cols)]);
+  }
+  if constexpr (kOp == Op::kRelu) return ReluOf(args.a[i]);
   if constexpr (kOp == Op::kReluGrad) return args.b[i] > 0.0f ? args.a[i] : 0.0f;
   if constexpr (kOp == Op::kFill) return args.alpha;
   if constexpr (kOp == Op::kUniform) {
@@ -79,6 +87,8 @@ void VisitPointwise(ElementwiseOp op, Visit&& visit) {
   switch (op) {
     case Op::kAddBias:
       return visit(PointwiseTag<Op::kAddBias>{});
+    case Op::kAddBiasRelu:
+      return visit(PointwiseTag<Op::kAddBiasRelu>{});
     case Op::kRelu:
       return visit(PointwiseTag<Op::kRelu>{});
     case Op::kReluGrad:

@@ -105,6 +105,24 @@ TEST_P(DenseCudaTest, BiasAndRelu) {
   ExpectMatch(db, 1e-6, 1e-7, "bias grad");
 }
 
+// The fused op on the GPU: the CPU's bits, and the unfused ops' on the GPU,
+// at a DLRM layer's shape and an odd one.
+TEST_P(DenseCudaTest, AddBiasReluMatchesTheCpuAndTheUnfusedOps) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{8192, 1024}, {3001, 7}}) {
+    SCOPED_TRACE(::testing::Message() << rows << " x " << cols);
+    Twins y = RandomTwins({rows, cols});
+    Twins bias = RandomTwins({cols});
+    Tensor unfused = EmptyTwins({rows, cols}).gpu;
+    Copy(y.gpu, unfused);
+    AddBiasRelu(y.cpu, bias.cpu);
+    AddBiasRelu(y.gpu, bias.gpu);
+    AddBias(unfused, bias.gpu);
+    Relu(unfused, unfused);
+    ExpectMatch(y, 0, 0, "relu(y + bias)");
+    EXPECT_EQ(ToHost<float>(y.gpu), ToHost<float>(unfused));
+  }
+}
+
 // The DLRM step's shapes (tall: 8192 rows of 1 to 1024 columns), rows
 // fewer than a chunk, and no rows at all (zeros); the same bits run after
 // run.

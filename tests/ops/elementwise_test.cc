@@ -43,6 +43,26 @@ TEST_P(ElementwiseTest, AddBiasAndBiasGrad) {
   ExpectClose(ToHost<float>(db), sums, 1e-6, 1e-7, "db");
 }
 
+// The fused op is AddBias then Relu, bit for bit, NaN included (to 0).
+TEST_P(ElementwiseTest, AddBiasReluIsAddBiasThenRelu) {
+  std::vector<float> y0, bias;
+  const Tensor source = Random({41, 23}, &y0);
+  const Tensor b = Random({23}, &bias);
+  y0[5] = NAN;
+  y0[6] = -bias[6];  // exactly 0 before the ReLU
+  Tensor fused = F32(y0, {41, 23});
+  Tensor unfused = F32(y0, {41, 23});
+  AddBiasRelu(fused, b);
+  AddBias(unfused, b);
+  Relu(unfused, unfused);
+  const std::vector<float> got = ToHost<float>(fused);
+  EXPECT_EQ(got, ToHost<float>(unfused));
+  EXPECT_EQ(got[5], 0.0f);
+  EXPECT_EQ(got[6], 0.0f);
+  ExpectInvalid([&] { AddBiasRelu(fused, Empty({3})); },
+                "[AddBiasRelu] `bias` has shape [3]; expected [23]");
+}
+
 TEST_P(ElementwiseTest, BiasGradOfNoRowsIsZero) {
   Tensor db = F32({1, 2, 3}, {3});
   BiasGrad(Empty({0, 3}), db);
@@ -161,13 +181,14 @@ TEST_P(ElementwiseTest, EmptyTensorsAreNoOps) {
   RandomNormal(x, 1);
   Relu(x, x);
   AddBias(x, bias);
+  AddBiasRelu(x, bias);
   Scale(x, 2.0f);
   Axpy(0.5f, x, y);
   Add(x, y, y);
   Copy(y, x);
   x.WaitToRead();  // rethrows an op's error
   y.WaitToRead();
-  EXPECT_EQ(engine_->VarVersion(x.var()), x_version + 6);
+  EXPECT_EQ(engine_->VarVersion(x.var()), x_version + 7);
   EXPECT_EQ(engine_->VarVersion(y.var()), y_version + 2);
   EXPECT_EQ(ToHost<float>(bias), bias_values);
   EXPECT_TRUE(ToHost<float>(x).empty());

@@ -97,8 +97,11 @@ void Mlp::Forward(const Tensor& x, Activations& act) const {
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     Tensor& y = act.out[l];
     ops::Matmul(*input, layers_[l].weight.value, y, /*transpose_a=*/false, /*transpose_b=*/true);
-    ops::AddBias(y, layers_[l].bias.value);
-    if (l + 1 < layers_.size() || relu_last_) ops::Relu(y, y);
+    if (l + 1 < layers_.size() || relu_last_) {
+      ops::AddBiasRelu(y, layers_[l].bias.value);
+    } else {
+      ops::AddBias(y, layers_[l].bias.value);
+    }
     input = &y;
   }
 }
