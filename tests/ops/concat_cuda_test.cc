@@ -44,6 +44,21 @@ TEST_P(ConcatCudaTest, MatchesTheCpuBitForBit) {
   ConcatColumns({&a_gpu, &c_gpu}, top_gpu);
   EXPECT_EQ(ToHost<float>(top_gpu), ToHost<float>(top));
 
+  // Three parts of unequal widths, the widest last, and back.
+  const std::vector<int64_t> three_shape = {batch, dim + pairs + tables * dim};
+  Tensor three = Empty(three_shape);
+  Tensor three_gpu = Empty(three_shape, kGpu);
+  ConcatColumns({&a, &c, &b}, three);
+  ConcatColumns({&a_gpu, &c_gpu, &b_gpu}, three_gpu);
+  EXPECT_EQ(ToHost<float>(three_gpu), ToHost<float>(three));
+  Tensor c_back = Empty({batch, pairs}, kGpu);
+  Tensor b_back = Empty({batch, tables * dim}, kGpu);
+  Tensor a_back = Empty({batch, dim}, kGpu);
+  SplitColumns(three_gpu, {&a_back, &c_back, &b_back});
+  EXPECT_EQ(ToHost<float>(a_back), dense);
+  EXPECT_EQ(ToHost<float>(c_back), inter);
+  EXPECT_EQ(ToHost<float>(b_back), pooled);
+
   Tensor d_gpu = Empty({batch, dim}, kGpu);
   Tensor p_gpu = Empty({batch, tables * dim}, kGpu);
   SplitColumns(x_gpu, {&d_gpu, &p_gpu});
