@@ -186,9 +186,10 @@ CacheLocations CachedTbe::NewLocations(int64_t max_indices) {
       capacity);
 }
 
-storage::Tensor& CachedTbe::OptimizerState(Tensor& state, int64_t elements) {
+storage::Tensor& CachedTbe::OptimizerState(Tensor& state, int64_t elements,
+                                           storage::StorageManager& memory) {
   if (!state) {
-    state = Tensor::Empty(engine_, home_memory_, {elements}, DType::kF32, options_.ctx);
+    state = Tensor::Empty(engine_, memory, {elements}, DType::kF32, options_.ctx);
     ops::Fill(state, 0.0f);
   }
   return state;

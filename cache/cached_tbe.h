@@ -157,9 +157,15 @@ class CachedTbe {
   // set is full are skipped. Throws InvalidArgument for an id out of range.
   void Warm(std::span<const int64_t> rows);
 
-  // The optimizer state at home (made, zeroed, by the first backward that
-  // needs it; empty before): row-wise Adagrad's accumulator ([total_rows]
-  // f32) and Adam's moments ([total_elements] f32 each).
+  // The optimizer state (made, zeroed, by the first backward that needs
+  // it; empty before): row-wise Adagrad's accumulator ([total_rows] f32)
+  // in the cache's own memory, beside the slots (GPU memory on a GPU: 4
+  // bytes a row, 1/dim of the rows' bytes, that every backward reads and
+  // writes once per distinct row; at home, over the host link, it cost the
+  // backward more than its gradients), and Adam's moments ([total_elements]
+  // f32 each) at home, beside the rows. To make one before the first
+  // backward (a checkpoint restored into it), use the same memory:
+  // slots().kind() and home().kind().
   [[nodiscard]] storage::Tensor& accumulator() { return accumulator_; }
   [[nodiscard]] storage::Tensor& adam_m() { return adam_m_; }
   [[nodiscard]] storage::Tensor& adam_v() { return adam_v_; }
@@ -180,14 +186,15 @@ class CachedTbe {
   void CheckBatch(const char* op, const ops::TbeBatch& batch,
                   const CacheLocations* locations) const;
   CacheStats ReadStats(bool total);
-  storage::Tensor& OptimizerState(storage::Tensor& state, int64_t elements);
+  storage::Tensor& OptimizerState(storage::Tensor& state, int64_t elements,
+                                  storage::StorageManager& memory);
   void AddStaging(internal::CacheArgs& args);
 
   engine::Engine& engine_;
   const ops::TbeTables tables_;
   const CacheOptions options_;
-  storage::StorageManager& device_memory_;  // slots, state, locations, temporaries
-  storage::StorageManager& home_memory_;    // home rows and optimizer state
+  storage::StorageManager& device_memory_;  // slots, state, accumulator, temporaries
+  storage::StorageManager& home_memory_;    // home rows, LFU counts, Adam's moments
   int64_t num_sets_ = 0;
   int64_t slot_dim_ = 0;
   storage::Tensor home_;

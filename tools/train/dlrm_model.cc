@@ -199,9 +199,10 @@ void DlrmModel::ForEachDenseState(const std::function<void(const std::string&, T
 
 void DlrmModel::ForEachTableState(const std::function<void(const std::string&, Tensor&)>& fn) {
   const ops::TbeTables& tables = tbe_->tables();
-  auto state = [&](const char* name, Tensor& tensor, int64_t elements) {
+  // Made as the cache's first backward would (CachedTbe::accumulator()).
+  auto state = [&](const char* name, Tensor& tensor, int64_t elements, storage::MemoryKind kind) {
     if (!tensor) {
-      tensor = Tensor::Empty(engine_, {elements}, DType::kF32, placement_.ctx, tbe_->home().kind());
+      tensor = Tensor::Empty(engine_, {elements}, DType::kF32, placement_.ctx, kind);
       ops::Fill(tensor, 0.0f);
     }
     fn(name, tensor);
@@ -210,11 +211,11 @@ void DlrmModel::ForEachTableState(const std::function<void(const std::string&, T
     case Optimizer::kSgd:
       return;
     case Optimizer::kAdagrad:
-      state("tables.accumulator", tbe_->accumulator(), tables.total_rows());
+      state("tables.accumulator", tbe_->accumulator(), tables.total_rows(), tbe_->slots().kind());
       return;
     case Optimizer::kAdam:
-      state("tables.adam_m", tbe_->adam_m(), tables.total_elements());
-      state("tables.adam_v", tbe_->adam_v(), tables.total_elements());
+      state("tables.adam_m", tbe_->adam_m(), tables.total_elements(), tbe_->home().kind());
+      state("tables.adam_v", tbe_->adam_v(), tables.total_elements(), tbe_->home().kind());
       return;
   }
 }

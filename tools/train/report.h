@@ -44,7 +44,7 @@ struct RunReport {
   std::string device;
   std::string model;  // ModelConfig::Describe()
   int64_t batch_size = 0;
-  int64_t home_bytes = 0;   // the tables' rows and their optimizer state
+  int64_t home_bytes = 0;   // the tables' rows and the optimizer state kept beside them
   int64_t cache_slots = 0;  // rows the cache holds
   StepSummary steps;
   TrainResult result;

@@ -12,9 +12,10 @@ namespace ember::train {
 namespace {
 
 int64_t HomeBytes(DlrmModel& model) {
-  int64_t bytes = static_cast<int64_t>(model.tbe().home().bytes());
+  const Tensor& home = model.tbe().home();
+  int64_t bytes = static_cast<int64_t>(home.bytes());
   for (Tensor* state : {&model.tbe().accumulator(), &model.tbe().adam_m(), &model.tbe().adam_v()}) {
-    if (*state) bytes += static_cast<int64_t>(state->bytes());
+    if (*state && state->kind() == home.kind()) bytes += static_cast<int64_t>(state->bytes());
   }
   return bytes;
 }
