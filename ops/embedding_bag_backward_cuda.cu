@@ -240,7 +240,7 @@ __device__ float UpdateElement(const Params& p, float w, float g, float denom, i
 
 // Where a row's update goes, read ahead of it: kHome or its cache slot
 // (the location of one of its occurrences, TbeArgs::locations), and its
-// row-wise Adagrad sum (the state stays at home either way).
+// row-wise Adagrad sum (indexed by the row wherever its values are).
 constexpr int32_t kHome = -1;
 
 struct RowTarget {

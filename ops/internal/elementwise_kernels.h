@@ -50,7 +50,8 @@ EMBER_HOST_DEVICE inline float ReluOf(float x) { return x > 0.0f ? x : 0.0f; }
 // The value of out[i] for every op but kBiasGrad (a reduction). A template,
 // so that each kernel's loop is compiled per op, without a switch inside,
 // and per index type: the GPU walks tensors of fewer than 2^31 elements
-// with 32-bit indices (a 64-bit `i % cols` made AddBias compute-bound).
+// with 32-bit indices (AddBias's 64-bit `i % cols` took it to 39.7 us on
+// [8192, 1024], where Relu, moving the same bytes, took 31.3 us; H200).
 template <ElementwiseOp kOp, typename Index = int64_t>
 EMBER_HOST_DEVICE inline float PointwiseAt(const ElementwiseArgs& args, Index i) {
   using Op = ElementwiseOp;
