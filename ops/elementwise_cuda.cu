@@ -8,12 +8,26 @@
 namespace ember::ops::internal {
 namespace {
 
+// Each thread computes kItems elements, a grid's width apart, before it
+// stores any: their loads are in flight together (in place is safe, each
+// element reads only its own index before its store).
+constexpr int kItems = 4;
+
 template <ElementwiseOp kOp, typename Index>
 __global__ void PointwiseKernel(ElementwiseArgs args) {
   const auto n = static_cast<Index>(args.n);
   const auto stride = static_cast<Index>(gridDim.x * blockDim.x);
-  for (auto i = static_cast<Index>(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += stride) {
-    args.out[i] = PointwiseAt<kOp, Index>(args, i);
+  for (auto i = static_cast<Index>(blockIdx.x * blockDim.x + threadIdx.x); i < n;
+       i += kItems * stride) {
+    float values[kItems];
+#pragma unroll
+    for (int e = 0; e < kItems; ++e) {
+      if (i + e * stride < n) values[e] = PointwiseAt<kOp, Index>(args, i + e * stride);
+    }
+#pragma unroll
+    for (int e = 0; e < kItems; ++e) {
+      if (i + e * stride < n) args.out[i + e * stride] = values[e];
+    }
   }
 }
 
@@ -61,11 +75,12 @@ void ElementwiseCuda(const ElementwiseArgs& args, void* stream, std::string_view
   }
   VisitPointwise(args.op, [&](auto tag) {
     constexpr ElementwiseOp kOp = decltype(tag)::kValue;
-    // i + stride stays below 2^31 + 2^24 with at most 2^16 blocks of 256.
-    if (args.n < (int64_t{1} << 31) - (int64_t{1} << 24)) {
-      PointwiseKernel<kOp, int32_t><<<GridFor(args.n), kBlockThreads, 0, cuda_stream>>>(args);
+    // i + kItems * stride stays below 2^31 with at most 2^16 blocks of 256.
+    const unsigned grid = GridFor((args.n + kItems - 1) / kItems);
+    if (args.n < (int64_t{1} << 31) - kItems * (int64_t{1} << 24)) {
+      PointwiseKernel<kOp, int32_t><<<grid, kBlockThreads, 0, cuda_stream>>>(args);
     } else {
-      PointwiseKernel<kOp, int64_t><<<GridFor(args.n), kBlockThreads, 0, cuda_stream>>>(args);
+      PointwiseKernel<kOp, int64_t><<<grid, kBlockThreads, 0, cuda_stream>>>(args);
     }
   });
   CudaCheckLaunch("PointwiseKernel", op);
