@@ -195,6 +195,15 @@ storage::Tensor& CachedTbe::OptimizerState(Tensor& state, int64_t elements,
   return state;
 }
 
+storage::Tensor& CachedTbe::MakeAccumulator() {
+  return OptimizerState(accumulator_, tables_.total_rows(), device_memory_);
+}
+
+void CachedTbe::MakeAdamMoments() {
+  OptimizerState(adam_m_, tables_.total_elements(), home_memory_);
+  OptimizerState(adam_v_, tables_.total_elements(), home_memory_);
+}
+
 CacheSnapshot CachedTbe::Snapshot() {
   engine_.WaitForVar(state_.var());
   const int64_t slots = num_slots();

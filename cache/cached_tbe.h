@@ -157,15 +157,16 @@ class CachedTbe {
   // set is full are skipped. Throws InvalidArgument for an id out of range.
   void Warm(std::span<const int64_t> rows);
 
-  // The optimizer state (made, zeroed, by the first backward that needs
-  // it; empty before): row-wise Adagrad's accumulator ([total_rows] f32)
-  // in the cache's own memory, beside the slots (GPU memory on a GPU: 4
-  // bytes a row, 1/dim of the rows' bytes, that every backward reads and
-  // writes once per distinct row; at home, over the host link, it cost the
-  // backward more than its gradients), and Adam's moments ([total_elements]
-  // f32 each) at home, beside the rows. To make one before the first
-  // backward (a checkpoint restored into it), use the same memory:
-  // slots().kind() and home().kind().
+  // The optimizer state, made (zeroed) by the first backward that needs it
+  // or by the Make functions (a checkpoint restored into it before the
+  // first step); the accessors return an empty tensor before then.
+  // Row-wise Adagrad's accumulator ([total_rows] f32) lives in the cache's
+  // own memory, beside the slots: GPU memory on a GPU, 4 bytes a row that
+  // every backward reads and writes once per distinct row (at home, over
+  // the host link, that cost the backward more than its gradients). Adam's
+  // moments ([total_elements] f32 each) live at home, beside the rows.
+  storage::Tensor& MakeAccumulator();
+  void MakeAdamMoments();
   [[nodiscard]] storage::Tensor& accumulator() { return accumulator_; }
   [[nodiscard]] storage::Tensor& adam_m() { return adam_m_; }
   [[nodiscard]] storage::Tensor& adam_v() { return adam_v_; }

@@ -54,7 +54,7 @@ void CachedTbe::BackwardRowwiseAdagrad(const ops::TbeBatch& batch, const CacheLo
                                        const ops::RowwiseAdagradOptions& adagrad,
                                        const ops::TbeOptions& options) {
   CheckBatch("CachedTbe::BackwardRowwiseAdagrad", batch, &locations);
-  storage::Tensor& accumulator = OptimizerState(accumulator_, tables_.total_rows(), device_memory_);
+  storage::Tensor& accumulator = MakeAccumulator();
   const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr};
   ops::EmbeddingBagBackwardRowwiseAdagrad(tables_, home_, accumulator, batch, grad_output, adagrad,
                                           WithMemory(options, options_.ctx, device_memory_),
@@ -65,10 +65,9 @@ void CachedTbe::BackwardAdam(const ops::TbeBatch& batch, const CacheLocations& l
                              const storage::Tensor& grad_output, int64_t step,
                              const ops::AdamOptions& adam, const ops::TbeOptions& options) {
   CheckBatch("CachedTbe::BackwardAdam", batch, &locations);
-  storage::Tensor& m = OptimizerState(adam_m_, tables_.total_elements(), home_memory_);
-  storage::Tensor& v = OptimizerState(adam_v_, tables_.total_elements(), home_memory_);
+  MakeAdamMoments();
   const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr};
-  ops::EmbeddingBagBackwardAdam(tables_, home_, m, v, batch, grad_output, step, adam,
+  ops::EmbeddingBagBackwardAdam(tables_, home_, adam_m_, adam_v_, batch, grad_output, step, adam,
                                 WithMemory(options, options_.ctx, device_memory_), &cached);
 }
 

@@ -198,24 +198,16 @@ void DlrmModel::ForEachDenseState(const std::function<void(const std::string&, T
 }
 
 void DlrmModel::ForEachTableState(const std::function<void(const std::string&, Tensor&)>& fn) {
-  const ops::TbeTables& tables = tbe_->tables();
-  // Made as the cache's first backward would (CachedTbe::accumulator()).
-  auto state = [&](const char* name, Tensor& tensor, int64_t elements, storage::MemoryKind kind) {
-    if (!tensor) {
-      tensor = Tensor::Empty(engine_, {elements}, DType::kF32, placement_.ctx, kind);
-      ops::Fill(tensor, 0.0f);
-    }
-    fn(name, tensor);
-  };
   switch (config_.optimizer.kind) {
     case Optimizer::kSgd:
       return;
     case Optimizer::kAdagrad:
-      state("tables.accumulator", tbe_->accumulator(), tables.total_rows(), tbe_->slots().kind());
+      fn("tables.accumulator", tbe_->MakeAccumulator());
       return;
     case Optimizer::kAdam:
-      state("tables.adam_m", tbe_->adam_m(), tables.total_elements(), tbe_->home().kind());
-      state("tables.adam_v", tbe_->adam_v(), tables.total_elements(), tbe_->home().kind());
+      tbe_->MakeAdamMoments();
+      fn("tables.adam_m", tbe_->adam_m());
+      fn("tables.adam_v", tbe_->adam_v());
       return;
   }
 }
