@@ -66,11 +66,9 @@ void ConcatCuda(const ConcatArgs& args, void* stream, std::string_view op) {
                           std::to_string(kTileItems));
   }
   const auto grid = static_cast<unsigned>(end);
-  if (n < (int64_t{1} << 31) - kTileItems) {
-    ConcatKernel<int32_t><<<grid, kBlockThreads, 0, AsStream(stream)>>>(args, tiles);
-  } else {
-    ConcatKernel<int64_t><<<grid, kBlockThreads, 0, AsStream(stream)>>>(args, tiles);
-  }
+  WithIndexType(n + kTileItems, [&](auto index) {
+    ConcatKernel<decltype(index)><<<grid, kBlockThreads, 0, AsStream(stream)>>>(args, tiles);
+  });
   CudaCheckLaunch("ConcatKernel", op);
 }
 

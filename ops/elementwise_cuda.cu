@@ -75,13 +75,12 @@ void ElementwiseCuda(const ElementwiseArgs& args, void* stream, std::string_view
   }
   VisitPointwise(args.op, [&](auto tag) {
     constexpr ElementwiseOp kOp = decltype(tag)::kValue;
-    // i + kItems * stride stays below 2^31 with at most 2^16 blocks of 256.
+    // A thread's index runs to n + kItems * stride, the stride at most
+    // 2^16 blocks of 256.
     const unsigned grid = GridFor((args.n + kItems - 1) / kItems);
-    if (args.n < (int64_t{1} << 31) - kItems * (int64_t{1} << 24)) {
-      PointwiseKernel<kOp, int32_t><<<grid, kBlockThreads, 0, cuda_stream>>>(args);
-    } else {
-      PointwiseKernel<kOp, int64_t><<<grid, kBlockThreads, 0, cuda_stream>>>(args);
-    }
+    WithIndexType(args.n + kItems * (int64_t{1} << 24), [&](auto index) {
+      PointwiseKernel<kOp, decltype(index)><<<grid, kBlockThreads, 0, cuda_stream>>>(args);
+    });
   });
   CudaCheckLaunch("PointwiseKernel", op);
 }

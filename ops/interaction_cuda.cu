@@ -7,7 +7,8 @@
 // grad_input (below, BackwardSharedKernel). A sample's F x D inputs are read from
 // global memory once instead of once per pair, and no index is divided by
 // 64-bit arithmetic in the inner loops: 27 x 64 at batch 8192 went from
-// 650/755 us to ~20 us on an H100.
+// 650/755 us (forward/backward) to 78/89 us on an H100, measured by ncu
+// inside the training step (docs/benchmarks.md, "Less GPU work a step").
 //
 // Larger samples fall back to kernels that read global memory directly:
 // forward one warp per (sample, pair), its lanes striding over D, then a
@@ -83,7 +84,7 @@ __global__ void ForwardSharedKernel(InteractionArgs args) {
 // index) took 382 us for DLRM's 8192 x 27 x 64 on an H200.
 constexpr int kBackwardRows = 8;
 
-int64_t PaddedFeatures(int64_t features) {
+__host__ __device__ int64_t PaddedFeatures(int64_t features) {
   return (features + kBackwardRows - 1) / kBackwardRows * kBackwardRows;
 }
 
@@ -95,7 +96,7 @@ __global__ void BackwardSharedKernel(InteractionArgs args) {
   extern __shared__ float4 shared4[];  // S^T [F][R], then X [F][D]
   const int f = static_cast<int>(args.features);
   const int d = static_cast<int>(args.dim);
-  const int r = (f + kBackwardRows - 1) / kBackwardRows * kBackwardRows;
+  const auto r = static_cast<int>(PaddedFeatures(f));
   const int pairs = static_cast<int>(NumPairs(f));
   auto* s_t = reinterpret_cast<float*>(shared4);
   float* staged = s_t + f * r;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include <cuda_runtime_api.h>
 
@@ -22,6 +23,19 @@ inline constexpr int kBlockThreads = 256;
 inline unsigned GridFor(int64_t n, int64_t per_block = kBlockThreads) {
   const int64_t blocks = (n + per_block - 1) / per_block;
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 65536));
+}
+
+// Calls launch(int32_t{}) when every index a kernel forms stays at or below
+// `largest`, and that fits in 32 bits; else launch(int64_t{}). 32-bit index
+// arithmetic takes fewer registers and instructions than 64-bit, which the
+// memory-bound kernels' address math feels.
+template <typename Launch>
+void WithIndexType(int64_t largest, Launch&& launch) {
+  if (largest <= std::numeric_limits<int32_t>::max()) {
+    launch(int32_t{});
+  } else {
+    launch(int64_t{});
+  }
 }
 
 inline cudaStream_t AsStream(void* stream) { return static_cast<cudaStream_t>(stream); }

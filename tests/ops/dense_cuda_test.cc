@@ -112,7 +112,7 @@ TEST_P(DenseCudaTest, AddBiasReluMatchesTheCpuAndTheUnfusedOps) {
     SCOPED_TRACE(::testing::Message() << rows << " x " << cols);
     Twins y = RandomTwins({rows, cols});
     Twins bias = RandomTwins({cols});
-    Tensor unfused = EmptyTwins({rows, cols}).gpu;
+    Tensor unfused = Empty({rows, cols}, kGpu);
     Copy(y.gpu, unfused);
     AddBiasRelu(y.cpu, bias.cpu);
     AddBiasRelu(y.gpu, bias.gpu);
