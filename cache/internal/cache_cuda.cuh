@@ -209,19 +209,43 @@ __device__ inline int64_t WarpFindSlot(const CacheArgs& cache, int64_t linear_id
   return __shfl_sync(kFullMask, found, leader);
 }
 
-// This lane's way's rank among the `eligible` ways of its set in victim
-// order (VictimKey; the lanes are the set's ways, so a way's slot follows
-// from its lane, and only LFU needs the counts).
-__device__ inline int WarpVictimRank(const CacheArgs& cache, const VictimOrder& key,
-                                     unsigned eligible) {
+// The set's `eligible` ways in victim order (VictimKey; the lanes are the
+// set's ways, so a way's slot follows from its lane): lane r returns the
+// way taken r-th, for r below popc(eligible); the other lanes return
+// ineligible ways. A bitonic sort of the 32 keys across the warp: 15
+// exchanges of a key with a partner lane, where ranking each way against
+// all 32 took 32 rounds of shuffles and compares, and was half of the
+// insert kernel's instructions at twelve passes a prefetch.
+__device__ inline int WarpVictimOrder(const CacheArgs& cache, const VictimOrder& key,
+                                      unsigned eligible) {
   const bool lfu = cache.policy == Policy::kLfu;
-  int rank = 0;
-  for (int u = 0; u < kWarp; ++u) {
-    const int64_t count = lfu ? __shfl_sync(kFullMask, key.count, u) : key.count;
-    const VictimOrder other{count, __shfl_sync(kFullMask, key.timestamp, u), key.slot - Lane() + u};
-    if ((eligible >> u & 1u) != 0 && other < key) ++rank;
+  const int lane = Lane();
+  int64_t count = key.count;
+  int64_t stamp = key.timestamp;
+  // The lane's way, with kWarp added where it is not eligible: ineligible
+  // ways sort after every eligible one, and ties fall to the lower way, as
+  // VictimOrder's slot does.
+  int way_key = ((eligible >> lane & 1u) == 0 ? kWarp : 0) | lane;
+  for (int k = 2; k <= kWarp; k <<= 1) {
+    for (int j = k / 2; j > 0; j /= 2) {
+      const int64_t other_count = lfu ? __shfl_xor_sync(kFullMask, count, j) : count;
+      const int64_t other_stamp = __shfl_xor_sync(kFullMask, stamp, j);
+      const int other_way_key = __shfl_xor_sync(kFullMask, way_key, j);
+      const bool other_less = ((other_way_key ^ way_key) & kWarp) != 0
+                                  ? (other_way_key & kWarp) == 0
+                                  : VictimOrder{other_count, other_stamp, other_way_key} <
+                                        VictimOrder{count, stamp, way_key};
+      // The lower lane of a pair keeps the smaller key where this stage
+      // sorts ascending (always in the last one), the larger elsewhere.
+      const bool keep_smaller = ((lane & j) == 0) == ((lane & k) == 0);
+      if (other_less == keep_smaller) {
+        count = other_count;
+        stamp = other_stamp;
+        way_key = other_way_key;
+      }
+    }
   }
-  return rank;
+  return way_key & (kWarp - 1);
 }
 
 // Adds `value` to a statistic of `table` in this block's tally (cache_args.h:
@@ -328,7 +352,7 @@ struct MissSort {
   bool by_home = false;  // sort by home order instead
   int64_t* rows[2] = {nullptr, nullptr};
   uint32_t* positions[2] = {nullptr, nullptr};
-  uint32_t* tile_counts = nullptr;  // 256 per tile of kMissTile entries
+  uint32_t* tile_counts = nullptr;  // 2 x 256 per tile of kMissTile entries
 };
 // Home order's key of a linear id (kHomeKeyBits, cache_kernels.h), and a
 // coarser one of kHomeBins spans: the top bits of its row_bits.
@@ -346,9 +370,10 @@ inline constexpr int kHomeBins = 1 << kHomeBinBits;
 __host__ __device__ inline int HomeBin(int64_t row, int row_bits) {
   return static_cast<int>(static_cast<uint64_t>(row) >> ShiftToTop(row_bits, kHomeBinBits));
 }
-// Bytes of tile_counts for `capacity` entries.
+// Bytes of tile_counts for `capacity` entries: two buffers of 256 counts a
+// tile of kMissTile (miss_sort_cuda.cu).
 inline int64_t MissTileCountBytes(int64_t capacity) {
-  return capacity > kMissTile ? (capacity + kMissTile - 1) / kMissTile * 256 * 4 : 0;
+  return capacity > kMissTile ? 2 * ((capacity + kMissTile - 1) / kMissTile * 256 * 4) : 0;
 }
 // Sorts (one launch) on the current device; returns the buffer (0 or 1)
 // that holds the sorted entries.

@@ -20,8 +20,9 @@
 //    row's top 16 bits: per tile of
 //    kMissTile entries a digit histogram; block 0 scans them into each
 //    (digit, tile)'s first output position; then each tile ranks its
-//    entries by digit with cub::BlockRadixSort (stable) and scatters them.
-//    Stability across passes makes the whole sort correct. The three steps
+//    entries by digit with cub::BlockRadixSort (stable), scatters them and
+//    counts them by the next digit into their output tiles' histograms.
+//    Stability across passes makes the whole sort correct. The steps
 //    of every pass are separated by grid-wide barriers, so the kernel is a
 //    cooperative launch (all its blocks resident at once; blocks take
 //    tiles in turn), of at most one block per SM so that it can start
@@ -118,42 +119,77 @@ __device__ void SortOneTile(const MissSort& s, int64_t count, int out, SortShare
   }
 }
 
-// Tile `tile`'s digit counts: tile_counts[tile * 256 + digit].
-__device__ void CountTile(const MissSort& s, int64_t count, int64_t tile, int pass, int from,
+// The two tile-count buffers, of `tiles` tiles each: a digit's counts (then
+// its positions) in one, the next digit's counts added up in the other.
+struct TileCounts {
+  uint32_t* of_digit[2];
+  __device__ TileCounts(const MissSort& s, int64_t tiles)
+      : of_digit{s.tile_counts, s.tile_counts + tiles * kDigits} {}
+};
+
+// Tile `tile`'s counts of the first digit: counts.of_digit[0][tile * 256 +
+// digit]; and its row of the other buffer zeroed, for the next digit.
+__device__ void CountTile(const MissSort& s, int64_t count, int64_t tile, const TileCounts& counts,
                           SortShared& shared) {
   const int64_t first = tile * kMissTile;
   shared.counts[threadIdx.x] = 0;
   __syncthreads();
   for (int i = 0; i < kSortItems; ++i) {
     const int64_t j = first + int64_t{i} * kSortThreads + threadIdx.x;
-    if (j < count) atomicAdd(&shared.counts[DigitOf(s, s.rows[from][j], pass)], 1u);
+    if (j < count) atomicAdd(&shared.counts[DigitOf(s, s.rows[0][j], 0)], 1u);
   }
   __syncthreads();
-  s.tile_counts[tile * kDigits + threadIdx.x] = shared.counts[threadIdx.x];
+  counts.of_digit[0][tile * kDigits + threadIdx.x] = shared.counts[threadIdx.x];
+  counts.of_digit[1][tile * kDigits + threadIdx.x] = 0;
   __syncthreads();
 }
 
 // A thread per digit: each (tile, digit) count becomes the first output
 // position of that digit's entries of that tile (digit-major, then tile
-// order: what makes the scatter stable).
-__device__ void ScanTiles(const MissSort& s, int64_t tiles, SortShared& shared) {
+// order: what makes the scatter stable). A thread reads kScanBatch tiles'
+// counts at once, so that a scan waits for a memory round trip per
+// kScanBatch tiles instead of one per tile (a pass of a few thousand
+// misses has a dozen tiles, and this scan is serial in every digit).
+constexpr int kScanBatch = 16;
+
+__device__ void ScanTiles(uint32_t* tile_counts, int64_t tiles, SortShared& shared) {
   const unsigned digit = threadIdx.x;
   uint32_t total = 0;
-  for (int64_t t = 0; t < tiles; ++t) total += s.tile_counts[t * kDigits + digit];
+  for (int64_t first = 0; first < tiles; first += kScanBatch) {
+    uint32_t n[kScanBatch];
+#pragma unroll
+    for (int i = 0; i < kScanBatch; ++i) {
+      n[i] = first + i < tiles ? tile_counts[(first + i) * kDigits + digit] : 0;
+    }
+#pragma unroll
+    for (int i = 0; i < kScanBatch; ++i) total += n[i];
+  }
   uint32_t position = 0;
   Scan(shared.scan).ExclusiveSum(total, position);
-  for (int64_t t = 0; t < tiles; ++t) {
-    const uint32_t n = s.tile_counts[t * kDigits + digit];
-    s.tile_counts[t * kDigits + digit] = position;
-    position += n;
+  for (int64_t first = 0; first < tiles; first += kScanBatch) {
+    uint32_t n[kScanBatch];
+#pragma unroll
+    for (int i = 0; i < kScanBatch; ++i) {
+      n[i] = first + i < tiles ? tile_counts[(first + i) * kDigits + digit] : 0;
+    }
+#pragma unroll
+    for (int i = 0; i < kScanBatch; ++i) {
+      if (first + i < tiles) tile_counts[(first + i) * kDigits + digit] = position;
+      position += n[i];
+    }
   }
   __syncthreads();
 }
 
-// Tile `tile`'s entries of buffer `from`, ranked by digit (stably) and
-// scattered to their positions in buffer 1 - from.
-__device__ void ScatterTile(const MissSort& s, int64_t count, int64_t tile, int pass, int from,
-                            SortShared& shared) {
+// Tile `tile`'s entries of buffer `from`, ranked by digit `pass` (stably)
+// and scattered to their positions (`positions`, from ScanTiles) in buffer
+// 1 - from. Unless this is the last digit, each entry is counted at once
+// by the next digit into its output tile's row of `next` (whose rows are
+// zero), which saves a pass over the entries and a grid barrier a digit;
+// then the tile's row of `positions` is zeroed, for the digit after next.
+__device__ void ScatterTile(const MissSort& s, int64_t count, int64_t tile, int pass, int passes,
+                            uint32_t* positions, uint32_t* next, SortShared& shared) {
+  const int from = pass % 2;
   const int64_t first = tile * kMissTile;
   // Blocked arrangement (thread t holds entries t * kSortItems + i), the
   // order BlockRadixSort keeps among equal digits; kDigits marks no entry.
@@ -180,12 +216,17 @@ __device__ void ScatterTile(const MissSort& s, int64_t count, int64_t tile, int 
   for (int i = 0; i < kSortItems; ++i) {
     if (digits[i] >= kDigits) continue;
     const int rank = static_cast<int>(threadIdx.x) * kSortItems + i;
-    const int64_t at = s.tile_counts[tile * kDigits + digits[i]] +
+    const int64_t at = positions[tile * kDigits + digits[i]] +
                        (rank - static_cast<int64_t>(shared.scatter.digit_start[digits[i]]));
-    s.rows[to][at] = s.rows[from][first + local[i]];
+    const int64_t row = s.rows[from][first + local[i]];
+    s.rows[to][at] = row;
     s.positions[to][at] = s.positions[from][first + local[i]];
+    if (pass + 1 < passes) {
+      atomicAdd(&next[at / kMissTile * kDigits + DigitOf(s, row, pass + 1)], 1u);
+    }
   }
   __syncthreads();
+  positions[tile * kDigits + threadIdx.x] = 0;
 }
 
 // The whole sort; a cooperative launch. Every block reads the same count,
@@ -203,18 +244,18 @@ __global__ void __launch_bounds__(kSortThreads)
   }
   const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
   const int64_t tiles = (count + kMissTile - 1) / kMissTile;
+  const TileCounts counts(s, tiles);
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    CountTile(s, count, tile, counts, shared);
+  }
   for (int pass = 0; pass < passes; ++pass) {
-    const int from = pass % 2;
-    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      CountTile(s, count, tile, pass, from, shared);
-    }
+    uint32_t* positions = counts.of_digit[pass % 2];
     grid.sync();
-    if (blockIdx.x == 0) ScanTiles(s, tiles, shared);
+    if (blockIdx.x == 0) ScanTiles(positions, tiles, shared);
     grid.sync();
     for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      ScatterTile(s, count, tile, pass, from, shared);
+      ScatterTile(s, count, tile, pass, passes, positions, counts.of_digit[1 - pass % 2], shared);
     }
-    grid.sync();
   }
 }
 

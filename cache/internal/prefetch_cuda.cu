@@ -18,7 +18,7 @@
 //     b. Sort only the misses by (set, row) (miss_sort_cuda.cu): one
 //        launch, which returns at once when nothing missed.
 //     c. Insert (a warp per set run of the sorted misses): the warp ranks
-//        the set's eligible ways by VictimKey (WarpVictimRank), walks the
+//        the set's eligible ways by VictimKey (WarpVictimOrder), walks the
 //        run's distinct rows in increasing id, counts each (unique,
 //        unique_misses, LFU's count), gives the first ones the victims in
 //        order (each slot its new tag, timestamp and lock) and counts the
@@ -39,7 +39,7 @@
 // header (fault key, miss counts and the moves' counters), the miss rows
 // (i64) and positions (u32) twice (the radix sort's two buffers; the one
 // the sort leaves free holds the moves; at the end, pieces of the deferred
-// fills), the radix sort's tile counts (1 KiB a tile of kMissTile, for the
+// fills), the radix sort's tile counts (2 KiB a tile of kMissTile, for the
 // largest sort), a mapped home's deferred fills (u32 each) and, with
 // several passes, the staged rows' index (u32 a home key).
 
@@ -198,11 +198,9 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 // The misses of set `set`, sorted entries [start, ...) of rows/positions.
-// `ways_by_rank` is the warp's own 32 bytes of shared memory.
 __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, const Moves& moves,
                           int64_t timestep, int64_t begin, const int64_t* rows,
-                          const uint32_t* positions, int64_t count, int64_t start, int64_t set,
-                          int8_t* ways_by_rank) {
+                          const uint32_t* positions, int64_t count, int64_t start, int64_t set) {
   const int lane = Lane();
   // The set's ways: which may be victims, and in which order (invariant 4).
   const int64_t way_slot = set * kWays + lane;
@@ -210,11 +208,7 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
   const bool eligible = cache.locks[way_slot] == 0 && cache.timestamps[way_slot] < timestep;
   const unsigned eligible_ways = __ballot_sync(kFullMask, eligible);
   const int victims = __popc(eligible_ways);
-  const int rank = WarpVictimRank(cache, VictimKey(cache, way_slot), eligible_ways);
-  if (eligible) ways_by_rank[rank] = static_cast<int8_t>(lane);
-  __syncwarp();
-  const int way_of_rank = lane < victims ? ways_by_rank[lane] : 0;  // the way taken lane-th
-  __syncwarp();  // read before the warp's next run writes
+  const int way_of_rank = WarpVictimOrder(cache, VictimKey(cache, way_slot), eligible_ways);
 
   int64_t distinct = 0;  // distinct rows of the run before this window
   for (int64_t window = start;; window += kWarp) {
@@ -273,7 +267,6 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
                  int64_t timestep, int64_t begin, const unsigned long long* misses,
                  unsigned long long* next_misses, const Header* header, const int64_t* rows,
                  const uint32_t* positions) {
-  __shared__ int8_t ways_by_rank[kBlockWarps][kWays];
   AwaitPreviousKernel();
   if (header->fault_key != kNoFaultKey) return;
   if (blockIdx.x == 0 && threadIdx.x == 0) *next_misses = 0;
@@ -282,8 +275,7 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
   for (int64_t j = int64_t{blockIdx.x} * kBlockWarps + threadIdx.x / kWarp; j < count; j += warps) {
     const int64_t set = SetOf(rows[j], cache.num_sets);
     if (j > 0 && SetOf(rows[j - 1], cache.num_sets) == set) continue;  // the whole warp
-    InsertRun(cache, where, moves, timestep, begin, rows, positions, count, j, set,
-              ways_by_rank[threadIdx.x / kWarp]);
+    InsertRun(cache, where, moves, timestep, begin, rows, positions, count, j, set);
   }
 }
 
