@@ -135,10 +135,9 @@ PrefetchScratchPlan PlanPrefetchScratch(const CacheArgs& cache, int64_t num_indi
 int64_t PrefetchScratchBytes(const CacheArgs& cache, int64_t num_indices, int passes) {
   const PrefetchScratchPlan plan = PlanPrefetchScratch(cache, num_indices, passes);
   // The header, the sort buffers (rows and positions, twice), the sort's
-  // tile counts (two buffers of half a byte an entry, rounded up), the
-  // deferred fills' slots and the staged rows' index.
-  return kPrefetchHeaderBytes + 24 * plan.sort_entries + plan.largest_sort + 2048 + 4 * plan.fills +
-         (plan.staged_index ? 4 * kHomeKeys : 0);
+  // tile counts, the deferred fills' slots and the staged rows' index.
+  return kPrefetchHeaderBytes + 24 * plan.sort_entries + MissTileCountBytes(plan.largest_sort) +
+         4 * plan.fills + (plan.staged_index ? 4 * kHomeKeys : 0);
 }
 
 LocationArgs LocationsIn(const storage::Tensor& locations, int64_t capacity) {

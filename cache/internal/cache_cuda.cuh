@@ -209,43 +209,54 @@ __device__ inline int64_t WarpFindSlot(const CacheArgs& cache, int64_t linear_id
   return __shfl_sync(kFullMask, found, leader);
 }
 
+// Sorts one value a lane across the warp by `less` (a strict weak order):
+// lane r ends with the r-th smallest. A bitonic network, 15 exchanges with
+// a partner lane; `partner(value, mask)` returns lane ^ mask's value (by
+// shuffles). Equal values stay on their sides, so none is lost or doubled.
+// With `width` (a power of two) below 32, only lanes [0, width) are sorted
+// among themselves, in fewer exchanges.
+template <typename T, typename Partner, typename Less>
+__device__ inline T WarpSort(T value, Partner partner, Less less, int width = kWarp) {
+  const int lane = Lane();
+  for (int k = 2; k <= width; k <<= 1) {
+    for (int j = k / 2; j > 0; j /= 2) {
+      const T other = partner(value, j);
+      // The lower lane of a pair keeps the smaller value where this stage
+      // sorts ascending (always in the last one), the larger elsewhere.
+      const bool keep_smaller = ((lane & j) == 0) == ((lane & k) == 0);
+      if (keep_smaller ? less(other, value) : less(value, other)) value = other;
+    }
+  }
+  return value;
+}
+
 // The set's `eligible` ways in victim order (VictimKey; the lanes are the
 // set's ways, so a way's slot follows from its lane): lane r returns the
 // way taken r-th, for r below popc(eligible); the other lanes return
-// ineligible ways. A bitonic sort of the 32 keys across the warp: 15
-// exchanges of a key with a partner lane, where ranking each way against
-// all 32 took 32 rounds of shuffles and compares, and was half of the
-// insert kernel's instructions at twelve passes a prefetch.
+// ineligible ways. Sorted across the warp (WarpSort), where ranking each way
+// against all 32 took 32 rounds of shuffles and compares, and was half of
+// the insert kernel's instructions at twelve passes a prefetch.
 __device__ inline int WarpVictimOrder(const CacheArgs& cache, const VictimOrder& key,
                                       unsigned eligible) {
+  struct Way {
+    int64_t count;
+    int64_t stamp;
+    int way;  // kWarp added where the way is not eligible
+  };
   const bool lfu = cache.policy == Policy::kLfu;
   const int lane = Lane();
-  int64_t count = key.count;
-  int64_t stamp = key.timestamp;
-  // The lane's way, with kWarp added where it is not eligible: ineligible
-  // ways sort after every eligible one, and ties fall to the lower way, as
-  // VictimOrder's slot does.
-  int way_key = ((eligible >> lane & 1u) == 0 ? kWarp : 0) | lane;
-  for (int k = 2; k <= kWarp; k <<= 1) {
-    for (int j = k / 2; j > 0; j /= 2) {
-      const int64_t other_count = lfu ? __shfl_xor_sync(kFullMask, count, j) : count;
-      const int64_t other_stamp = __shfl_xor_sync(kFullMask, stamp, j);
-      const int other_way_key = __shfl_xor_sync(kFullMask, way_key, j);
-      const bool other_less = ((other_way_key ^ way_key) & kWarp) != 0
-                                  ? (other_way_key & kWarp) == 0
-                                  : VictimOrder{other_count, other_stamp, other_way_key} <
-                                        VictimOrder{count, stamp, way_key};
-      // The lower lane of a pair keeps the smaller key where this stage
-      // sorts ascending (always in the last one), the larger elsewhere.
-      const bool keep_smaller = ((lane & j) == 0) == ((lane & k) == 0);
-      if (other_less == keep_smaller) {
-        count = other_count;
-        stamp = other_stamp;
-        way_key = other_way_key;
-      }
-    }
-  }
-  return way_key & (kWarp - 1);
+  const Way mine{key.count, key.timestamp, ((eligible >> lane & 1u) == 0 ? kWarp : 0) | lane};
+  const auto partner = [lfu](const Way& w, int mask) {
+    return Way{lfu ? __shfl_xor_sync(kFullMask, w.count, mask) : w.count,
+               __shfl_xor_sync(kFullMask, w.stamp, mask), __shfl_xor_sync(kFullMask, w.way, mask)};
+  };
+  // Eligible ways first; ties fall to the lower way, as VictimOrder's slot
+  // does.
+  const auto before = [](const Way& a, const Way& b) {
+    if (((a.way ^ b.way) & kWarp) != 0) return (a.way & kWarp) == 0;
+    return VictimOrder{a.count, a.stamp, a.way} < VictimOrder{b.count, b.stamp, b.way};
+  };
+  return WarpSort(mine, partner, before).way & (kWarp - 1);
 }
 
 // Adds `value` to a statistic of `table` in this block's tally (cache_args.h:
@@ -337,11 +348,13 @@ __device__ inline void DescribeFault(const BatchArgs& batch, int num_tables, con
 
 // The misses of a prefetch pass (miss_sort_cuda.cu): `*count` (device
 // memory) rows (linear ids) and their positions, in rows[0] and
-// positions[0], sorted by (SetOf(row), row), ties in any order; or, with
+// positions[0], grouped by set: sorted by (SetOf(row), row), ties in any
+// order, or by set alone where no set has more than 31 (`long_runs`, a
+// word of device memory, tells which); or, with
 // `by_home`, by the row's high bits only (row >> (row_bits - 16)): home
 // order, for the rows' moves. `capacity` bounds the count; buffers [1] and
-// `tile_counts` exist only when it is above kMissTile (MissTileCountBytes).
-inline constexpr int kMissTile = 2048;
+// `tile_counts` exist only when it is above kMissTile (MissTileCountBytes,
+// cache_kernels.h).
 struct MissSort {
   const unsigned long long* count = nullptr;
   const unsigned long long* fault_key = nullptr;  // sorts nothing unless kNoFaultKey
@@ -353,6 +366,7 @@ struct MissSort {
   int64_t* rows[2] = {nullptr, nullptr};
   uint32_t* positions[2] = {nullptr, nullptr};
   uint32_t* tile_counts = nullptr;  // 2 x 256 per tile of kMissTile entries
+  unsigned long long* long_runs = nullptr;
 };
 // Home order's key of a linear id (kHomeKeyBits, cache_kernels.h), and a
 // coarser one of kHomeBins spans: the top bits of its row_bits.
@@ -369,11 +383,6 @@ inline constexpr int kHomeBinBits = 8;
 inline constexpr int kHomeBins = 1 << kHomeBinBits;
 __host__ __device__ inline int HomeBin(int64_t row, int row_bits) {
   return static_cast<int>(static_cast<uint64_t>(row) >> ShiftToTop(row_bits, kHomeBinBits));
-}
-// Bytes of tile_counts for `capacity` entries: two buffers of 256 counts a
-// tile of kMissTile (miss_sort_cuda.cu).
-inline int64_t MissTileCountBytes(int64_t capacity) {
-  return capacity > kMissTile ? 2 * ((capacity + kMissTile - 1) / kMissTile * 256 * 4) : 0;
 }
 // Sorts (one launch) on the current device; returns the buffer (0 or 1)
 // that holds the sorted entries.

@@ -77,6 +77,13 @@ struct PrefetchScratchPlan {
   bool staged_index = false;  // kHomeKeys entries: a fill may be of a row an earlier pass staged
 };
 inline constexpr int64_t kPrefetchHeaderBytes = 2048;  // a bound of the scratch's header
+// The miss sort's tiles (miss_sort_cuda.cu): a block sorts up to kMissTile
+// entries alone; more are sorted by digits, tile by tile, with two buffers
+// of 256 counts a tile.
+inline constexpr int kMissTile = 2048;
+inline int64_t MissTileCountBytes(int64_t capacity) {
+  return capacity > kMissTile ? 2 * ((capacity + kMissTile - 1) / kMissTile * 256 * 4) : 0;
+}
 PrefetchScratchPlan PlanPrefetchScratch(const CacheArgs& cache, int64_t num_indices, int passes);
 // A bound of the plan's bytes that grows with the indices of a pass, so
 // that it sets the passes for a budget.

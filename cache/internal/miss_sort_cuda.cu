@@ -1,6 +1,8 @@
-// SortMissesCuda (cache_cuda.cuh): a prefetch pass's misses sorted by
-// (set, row), so that each set's distinct missing rows form one run in
-// increasing linear id (cache_args.h, invariant 4); or its moves in home
+// SortMissesCuda (cache_cuda.cuh): a prefetch pass's misses grouped by set,
+// so that each set's missing rows form one run, which the insert walks in
+// increasing linear id (cache_args.h, invariant 4): sorted by (set, row), or
+// by set alone where no set has more than 31 misses (the insert's warp then
+// orders the run itself: the set's digits are two of the five); or its moves in home
 // order (by_home), so that the rows the moves read at once lie close
 // together in host memory: read at random, 512-byte rows of 2 GiB of
 // host-mapped memory came at 32 GB/s on an H100, those of 1 GiB at 51 (the
@@ -15,9 +17,10 @@
 //  - up to kMissTile misses (the usual case): block 0 sorts them with
 //    cub::BlockMergeSort on the full key;
 //  - more: a least-significant-digit radix sort with CUB's block primitives,
-//    8 bits a pass over the composite key (set << row_bits) | row (whose
-//    set bits are computed, not stored, so any widths fit), or over the
-//    row's top 16 bits: per tile of
+//    8 bits a pass over the set, then (where a run is long) over the
+//    composite key (set << row_bits) | row (whose set bits are computed,
+//    not stored, so any widths fit), or over the row's top 16 bits: per
+//    tile of
 //    kMissTile entries a digit histogram; block 0 scans them into each
 //    (digit, tile)'s first output position; then each tile ranks its
 //    entries by digit with cub::BlockRadixSort (stable), scatters them and
@@ -66,12 +69,23 @@ struct MissOrder {
   }
 };
 
-// Digit `pass` (8 bits) of the composite key (set << row_bits) | row, or of
-// the home-order key.
-__device__ unsigned DigitOf(const MissSort& s, int64_t row, int pass) {
+// What a sort's digits are taken from.
+enum class SortKey { kSetAndRow, kSet, kHome };
+
+__host__ __device__ int DigitsFor(int bits) { return (bits + kDigitBits - 1) / kDigitBits; }
+
+// Digit `pass` (8 bits) of the composite key (set << row_bits) | row, of the
+// set alone, or of the home-order key.
+__device__ unsigned DigitOf(const MissSort& s, SortKey key, int64_t row, int pass) {
   const int low = pass * kDigitBits;
   const auto r = static_cast<uint64_t>(row);
-  if (s.by_home) return static_cast<unsigned>((r >> HomeShift(s.row_bits) >> low) & (kDigits - 1));
+  if (key == SortKey::kHome) {
+    return static_cast<unsigned>((r >> HomeShift(s.row_bits) >> low) & (kDigits - 1));
+  }
+  if (key == SortKey::kSet) {
+    return static_cast<unsigned>((static_cast<uint64_t>(SetOf(row, s.num_sets)) >> low) &
+                                 (kDigits - 1));
+  }
   unsigned digit = 0;
   if (low < s.row_bits) digit = static_cast<unsigned>((r >> low) & (kDigits - 1));
   if (low + kDigitBits > s.row_bits) {
@@ -119,6 +133,14 @@ __device__ void SortOneTile(const MissSort& s, int64_t count, int out, SortShare
   }
 }
 
+// One least-significant-digit sort: `passes` digits of `key`, from buffer
+// `from` (and, pass by pass, to the other).
+struct DigitSort {
+  SortKey key;
+  int passes;
+  int from;
+};
+
 // The two tile-count buffers, of `tiles` tiles each: a digit's counts (then
 // its positions) in one, the next digit's counts added up in the other.
 struct TileCounts {
@@ -129,14 +151,14 @@ struct TileCounts {
 
 // Tile `tile`'s counts of the first digit: counts.of_digit[0][tile * 256 +
 // digit]; and its row of the other buffer zeroed, for the next digit.
-__device__ void CountTile(const MissSort& s, int64_t count, int64_t tile, const TileCounts& counts,
-                          SortShared& shared) {
+__device__ void CountTile(const MissSort& s, const DigitSort& d, int64_t count, int64_t tile,
+                          const TileCounts& counts, SortShared& shared) {
   const int64_t first = tile * kMissTile;
   shared.counts[threadIdx.x] = 0;
   __syncthreads();
   for (int i = 0; i < kSortItems; ++i) {
     const int64_t j = first + int64_t{i} * kSortThreads + threadIdx.x;
-    if (j < count) atomicAdd(&shared.counts[DigitOf(s, s.rows[0][j], 0)], 1u);
+    if (j < count) atomicAdd(&shared.counts[DigitOf(s, d.key, s.rows[d.from][j], 0)], 1u);
   }
   __syncthreads();
   counts.of_digit[0][tile * kDigits + threadIdx.x] = shared.counts[threadIdx.x];
@@ -187,9 +209,9 @@ __device__ void ScanTiles(uint32_t* tile_counts, int64_t tiles, SortShared& shar
 // by the next digit into its output tile's row of `next` (whose rows are
 // zero), which saves a pass over the entries and a grid barrier a digit;
 // then the tile's row of `positions` is zeroed, for the digit after next.
-__device__ void ScatterTile(const MissSort& s, int64_t count, int64_t tile, int pass, int passes,
-                            uint32_t* positions, uint32_t* next, SortShared& shared) {
-  const int from = pass % 2;
+__device__ void ScatterTile(const MissSort& s, const DigitSort& d, int64_t count, int64_t tile,
+                            int pass, uint32_t* positions, uint32_t* next, SortShared& shared) {
+  const int from = (d.from + pass) % 2;
   const int64_t first = tile * kMissTile;
   // Blocked arrangement (thread t holds entries t * kSortItems + i), the
   // order BlockRadixSort keeps among equal digits; kDigits marks no entry.
@@ -198,7 +220,7 @@ __device__ void ScatterTile(const MissSort& s, int64_t count, int64_t tile, int 
   for (int i = 0; i < kSortItems; ++i) {
     const int at = static_cast<int>(threadIdx.x) * kSortItems + i;
     local[i] = static_cast<uint32_t>(at);
-    digits[i] = first + at < count ? DigitOf(s, s.rows[from][first + at], pass) : kDigits;
+    digits[i] = first + at < count ? DigitOf(s, d.key, s.rows[from][first + at], pass) : kDigits;
   }
   RadixSort(shared.scatter.sort).Sort(digits, local, 0, kDigitBits + 1);
   for (int i = 0; i < kSortItems; ++i) {
@@ -221,18 +243,78 @@ __device__ void ScatterTile(const MissSort& s, int64_t count, int64_t tile, int 
     const int64_t row = s.rows[from][first + local[i]];
     s.rows[to][at] = row;
     s.positions[to][at] = s.positions[from][first + local[i]];
-    if (pass + 1 < passes) {
-      atomicAdd(&next[at / kMissTile * kDigits + DigitOf(s, row, pass + 1)], 1u);
+    if (pass + 1 < d.passes) {
+      atomicAdd(&next[at / kMissTile * kDigits + DigitOf(s, d.key, row, pass + 1)], 1u);
     }
   }
   __syncthreads();
   positions[tile * kDigits + threadIdx.x] = 0;
 }
 
+// The digits of `d`, every block taking tiles in turn; returns the buffer
+// that holds the result. Its entries must be in place (a grid barrier after
+// whatever wrote them).
+__device__ int SortByDigits(const MissSort& s, const DigitSort& d, int64_t count,
+                            const cooperative_groups::grid_group& grid, SortShared& shared) {
+  if (d.passes == 0) return d.from;
+  const int64_t tiles = (count + kMissTile - 1) / kMissTile;
+  const TileCounts counts(s, tiles);
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    CountTile(s, d, count, tile, counts, shared);
+  }
+  for (int pass = 0; pass < d.passes; ++pass) {
+    uint32_t* positions = counts.of_digit[pass % 2];
+    grid.sync();
+    if (blockIdx.x == 0) ScanTiles(positions, tiles, shared);
+    grid.sync();
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      ScatterTile(s, d, count, tile, pass, positions, counts.of_digit[1 - pass % 2], shared);
+    }
+  }
+  return (d.from + d.passes) % 2;
+}
+
+// Whether some set has more than kShortRun entries in buffer `at` (grouped
+// by set). Every block calls it, after a grid barrier.
+constexpr int kShortRun = kWarp - 1;
+
+__device__ bool SomeRunIsLong(const MissSort& s, int at, int64_t count,
+                              const cooperative_groups::grid_group& grid) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t j = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; j + kShortRun < count;
+       j += stride) {
+    if (SetOf(s.rows[at][j], s.num_sets) == SetOf(s.rows[at][j + kShortRun], s.num_sets)) {
+      *s.long_runs = 1;
+    }
+  }
+  grid.sync();
+  return *static_cast<volatile unsigned long long*>(s.long_runs) != 0;
+}
+
+// The sorted entries of buffer `at` moved to buffer `out`, where they differ.
+__device__ void EndIn(const MissSort& s, int at, int out, int64_t count,
+                      const cooperative_groups::grid_group& grid) {
+  if (at == out) return;
+  grid.sync();
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t j = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; j < count; j += stride) {
+    s.rows[out][j] = s.rows[at][j];
+    s.positions[out][j] = s.positions[at][j];
+  }
+}
+
+// A pass's misses are few a set (the hot rows hit), so sorting them by set
+// alone (two digits for 2^16 sets, against five for set and row) is enough
+// where no set has more than kShortRun of them: the insert's warp orders
+// such a run by row itself. A pass of more misses than kShortRunLoad a set
+// is sorted by set and row at once.
+constexpr int64_t kShortRunLoad = 4;
+
 // The whole sort; a cooperative launch. Every block reads the same count,
-// so all of them take the same path (and reach the same barriers).
-__global__ void __launch_bounds__(kSortThreads)
-    SortMissesKernel(const MissSort s, int passes, int out) {
+// so all of them take the same path (and reach the same barriers). By set,
+// the sorted entries end in buffer `out` (0) whichever path they take; by
+// home, in the parity of the home key's digits (SortMissesCuda).
+__global__ void __launch_bounds__(kSortThreads) SortMissesKernel(const MissSort s, int out) {
   __shared__ SortShared shared;
   AwaitPreviousKernel();
   if (*s.fault_key != kNoFaultKey) return;
@@ -243,20 +325,21 @@ __global__ void __launch_bounds__(kSortThreads)
     return;
   }
   const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
-  const int64_t tiles = (count + kMissTile - 1) / kMissTile;
-  const TileCounts counts(s, tiles);
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    CountTile(s, count, tile, counts, shared);
+  if (s.by_home) {
+    const int home_bits = s.row_bits - HomeShift(s.row_bits);
+    SortByDigits(s, {SortKey::kHome, DigitsFor(home_bits), 0}, count, grid, shared);
+    return;
   }
-  for (int pass = 0; pass < passes; ++pass) {
-    uint32_t* positions = counts.of_digit[pass % 2];
+  int at = 0;
+  if (count <= kShortRunLoad * s.num_sets) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) *s.long_runs = 0;  // read after grid barriers
+    at = SortByDigits(s, {SortKey::kSet, DigitsFor(s.set_bits), 0}, count, grid, shared);
     grid.sync();
-    if (blockIdx.x == 0) ScanTiles(positions, tiles, shared);
-    grid.sync();
-    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      ScatterTile(s, count, tile, pass, passes, positions, counts.of_digit[1 - pass % 2], shared);
-    }
+    if (!SomeRunIsLong(s, at, count, grid)) return EndIn(s, at, out, count, grid);
   }
+  at = SortByDigits(s, {SortKey::kSetAndRow, DigitsFor(s.row_bits + s.set_bits), at}, count, grid,
+                    shared);
+  EndIn(s, at, out, count, grid);
 }
 
 // Blocks of SortMissesKernel that fit on `device` at once, one per SM at
@@ -281,17 +364,15 @@ int ResidentSortBlocks(int device, const char* op) {
 }  // namespace
 
 int SortMissesCuda(const MissSort& s, const char* op, cudaStream_t stream) {
-  const int key_bits = s.by_home ? s.row_bits - HomeShift(s.row_bits) : s.row_bits + s.set_bits;
-  int passes = (key_bits + kDigitBits - 1) / kDigitBits;
-  const bool tiled = s.capacity > kMissTile;
-  int out = tiled ? passes % 2 : 0;
+  const int home_digits = DigitsFor(s.row_bits - HomeShift(s.row_bits));
+  const int out = s.by_home && s.capacity > kMissTile ? home_digits % 2 : 0;
   int device = 0;
   CudaCheckForOp(cudaGetDevice(&device), "cudaGetDevice", op);
   const int64_t tiles = (s.capacity + kMissTile - 1) / kMissTile;
   const auto blocks =
       static_cast<unsigned>(std::clamp<int64_t>(tiles, 1, ResidentSortBlocks(device, op)));
   LaunchChainedCooperative("SortMissesKernel", op, SortMissesKernel, blocks, kSortThreads, stream,
-                           s, passes, out);
+                           s, out);
   return out;
 }
 

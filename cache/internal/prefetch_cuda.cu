@@ -15,10 +15,12 @@
 //        this timestep (none, when an earlier pass did): it locks the slot,
 //        lists it in `locked` and counts the row as unique (and LFU's
 //        count). A miss appends its row and position to the miss list.
-//     b. Sort only the misses by (set, row) (miss_sort_cuda.cu): one
-//        launch, which returns at once when nothing missed.
-//     c. Insert (a warp per set run of the sorted misses): the warp ranks
-//        the set's eligible ways by VictimKey (WarpVictimOrder), walks the
+//     b. Group only the misses by set (miss_sort_cuda.cu): by (set, row),
+//        or by set alone where no set has more than 31; one launch, which
+//        returns at once when nothing missed.
+//     c. Insert (a warp per set run of the sorted misses): the warp orders
+//        the set's eligible ways by VictimKey (WarpVictimOrder) and a run
+//        that fits in its lanes by row (WarpSortMisses), walks the
 //        run's distinct rows in increasing id, counts each (unique,
 //        unique_misses, LFU's count), gives the first ones the victims in
 //        order (each slot its new tag, timestamp and lock) and counts the
@@ -70,6 +72,7 @@ struct Header {
   // The miss list's length, of even and odd passes: a pass's insert kernel
   // zeroes the next pass's (no launch of its own).
   unsigned long long misses[2];
+  unsigned long long long_runs;  // the miss sort's (MissSort)
   MoveCounts moves;
 };
 static_assert(sizeof(Header) % 8 == 0 && sizeof(Header) <= kPrefetchHeaderBytes);
@@ -197,7 +200,31 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
-// The misses of set `set`, sorted entries [start, ...) of rows/positions.
+// A miss of the sorted list: its row, and its index's position in the pass.
+struct Miss {
+  int64_t row;
+  uint32_t position;
+};
+
+// The misses of a run held by lanes [0, length) (`in_run`) sorted by row,
+// then by position, unless they are in order already (a run of one, or a
+// pass sorted by set and row).
+__device__ Miss WarpSortMisses(Miss miss, bool in_run, int length) {
+  const int64_t below = __shfl_up_sync(kFullMask, miss.row, 1);
+  if (__ballot_sync(kFullMask, in_run && Lane() > 0 && below > miss.row) == 0) return miss;
+  if (!in_run) miss = Miss{INT64_MAX, static_cast<uint32_t>(Lane())};
+  const auto partner = [](const Miss& m, int mask) {
+    return Miss{__shfl_xor_sync(kFullMask, m.row, mask),
+                __shfl_xor_sync(kFullMask, m.position, mask)};
+  };
+  const auto before = [](const Miss& a, const Miss& b) {
+    return a.row != b.row ? a.row < b.row : a.position < b.position;
+  };
+  return WarpSort(miss, partner, before, 1 << (32 - __clz(length - 1)));
+}
+
+// The misses of set `set`, entries [start, ...) of rows/positions: sorted by
+// row, or, where the run ends in its first window, in any order.
 __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, const Moves& moves,
                           int64_t timestep, int64_t begin, const int64_t* rows,
                           const uint32_t* positions, int64_t count, int64_t start, int64_t set) {
@@ -210,14 +237,20 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
   const int victims = __popc(eligible_ways);
   const int way_of_rank = WarpVictimOrder(cache, VictimKey(cache, way_slot), eligible_ways);
 
-  int64_t distinct = 0;  // distinct rows of the run before this window
+  int64_t distinct = 0;   // distinct rows of the run before this window
+  int64_t previous = -1;  // the run's row before this window (none before the first)
   for (int64_t window = start;; window += kWarp) {
     const int64_t j = window + lane;
-    const int64_t row = j < count ? rows[j] : -1;
-    const bool in_run = j < count && SetOf(row, cache.num_sets) == set;
-    const unsigned run = __ballot_sync(kFullMask, in_run);  // lanes 0.. (entries are sorted)
+    Miss miss{j < count ? rows[j] : -1, j < count ? positions[j] : 0};
+    const bool in_run = j < count && SetOf(miss.row, cache.num_sets) == set;
+    const unsigned run = __ballot_sync(kFullMask, in_run);  // lanes 0.. (grouped by set)
     if (run == 0) break;
-    const bool head = in_run && (j == start || rows[j - 1] != row);
+    if (window == start && run != kFullMask) {  // perhaps grouped by set only
+      miss = WarpSortMisses(miss, in_run, __popc(run));
+    }
+    const int64_t row = miss.row;
+    const int64_t below = __shfl_up_sync(kFullMask, row, 1);
+    const bool head = in_run && row != (lane == 0 ? previous : below);
     const unsigned heads = __ballot_sync(kFullMask, head);
     // The row's rank among the run's distinct rows (shared by its repeats).
     const int64_t row_rank = distinct + __popc(heads & (LanesBelow() | (1u << lane))) - 1;
@@ -252,7 +285,8 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
       cache.locks[slot] = 1;
     }
     WarpAppend(where.locked, where.num_locked, fills, static_cast<int32_t>(slot));
-    if (in_run) where.slot_of[begin + positions[j]] = static_cast<int32_t>(slot);
+    if (in_run) where.slot_of[begin + miss.position] = static_cast<int32_t>(slot);
+    previous = __shfl_sync(kFullMask, row, kWarp - 1);
     distinct += __popc(heads);
     if (run != kFullMask) break;
   }
@@ -349,6 +383,7 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
     sort.positions[b] = sc.positions[b];
   }
   sort.tile_counts = sc.tile_counts;
+  sort.long_runs = &sc.header->long_runs;
   int pass = 0;
   for (int64_t begin = 0; begin < n; begin += std::max<int64_t>(chunk, 1), ++pass) {
     const int64_t end = std::min(n, begin + chunk);
