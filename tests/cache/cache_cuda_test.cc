@@ -389,14 +389,15 @@ class CacheCudaTest : public ::testing::TestWithParam<std::string> {
     return batches;
   }
 
-  // Three batches of about 30k indices over 150k rows (two tables), a pass
-  // of them missing more rows than one tile of the radix sort, through the
-  // pipeline; the GPU's totals.
-  CacheCounts RunManyMisses(const Config& config, uint64_t batch_seed, uint64_t home_seed) {
+  // Three batches of about 30k indices over 150k rows (two tables), 30% of
+  // them on `hot` rows, a pass of them missing more rows than one tile of
+  // the radix sort, through the pipeline; the GPU's totals.
+  CacheCounts RunManyMisses(const Config& config, uint64_t batch_seed, uint64_t home_seed,
+                            int64_t hot = 3000) {
     const ops::TbeTables tables({100000, 50000}, {4, 8});
     Twin twin(engine(), tables, config);
     std::mt19937_64 rng(batch_seed);
-    RunPipeline(twin, RandomBatches(rng, tables, 3, 1000, 30, 0.3, 3000), home_seed);
+    RunPipeline(twin, RandomBatches(rng, tables, 3, 1000, 30, 0.3, hot), home_seed);
     return twin.gpu().TotalStats().all;
   }
 
@@ -472,6 +473,24 @@ TEST_P(CacheCudaTest, ManyMissesSortOnTheGpuLikeTheCpu) {
       SCOPED_TRACE(Describe(config));
       EXPECT_GT(RunManyMisses(config, 11 + passes, 99).unique_misses, 3 * passes * 2048)
           << "passes of more misses than one tile";
+    }
+  }
+}
+
+// A pass of at most 4 misses a set is sorted by set alone, and each run of
+// a set's misses (a hot row's repeats among them) ordered by row in the
+// insert's warp; with 4 hot rows, a first pass's runs are longer than a
+// warp, and the sort goes on by set and row.
+TEST_P(CacheCudaTest, MissesOverManySetsGroupedBySetLikeTheCpu) {
+  for (const int64_t hot : {int64_t{3000}, int64_t{4}}) {
+    for (CachePolicy policy : {CachePolicy::kLru, CachePolicy::kLfu}) {
+      for (int passes : {1, 3}) {
+        const Config config{policy, passes, DType::kF32, DType::kI64, /*sets=*/8192};
+        SCOPED_TRACE(Describe(config) + ", " + std::to_string(hot) + " hot rows");
+        EXPECT_GT(RunManyMisses(config, 31 + passes, 103, hot).unique_misses, 3 * passes * 2048)
+            << "passes of more misses than one tile";
+        if (HasFailure()) return;
+      }
     }
   }
 }
