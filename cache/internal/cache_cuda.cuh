@@ -230,14 +230,27 @@ __device__ inline T WarpSort(T value, Partner partner, Less less, int width = kW
   return value;
 }
 
+// The smallest of the warp's values by `less` (a strict weak order), in
+// every lane: a butterfly of 5 exchanges; `partner` as for WarpSort.
+template <typename T, typename Partner, typename Less>
+__device__ inline T WarpMin(T value, Partner partner, Less less) {
+  for (int j = 1; j < kWarp; j <<= 1) {
+    const T other = partner(value, j);
+    if (less(other, value)) value = other;
+  }
+  return value;
+}
+
 // The set's `eligible` ways in victim order (VictimKey; the lanes are the
 // set's ways, so a way's slot follows from its lane): lane r returns the
 // way taken r-th, for r below popc(eligible); the other lanes return
 // ineligible ways. Sorted across the warp (WarpSort), where ranking each way
 // against all 32 took 32 rounds of shuffles and compares, and was half of
-// the insert kernel's instructions at twelve passes a prefetch.
+// the insert kernel's instructions at twelve passes a prefetch. With
+// `only_first`, lane 0 returns the first victim (WarpMin): all that a run
+// of one row needs.
 __device__ inline int WarpVictimOrder(const CacheArgs& cache, const VictimOrder& key,
-                                      unsigned eligible) {
+                                      unsigned eligible, bool only_first = false) {
   struct Way {
     int64_t count;
     int64_t stamp;
@@ -256,7 +269,8 @@ __device__ inline int WarpVictimOrder(const CacheArgs& cache, const VictimOrder&
     if (((a.way ^ b.way) & kWarp) != 0) return (a.way & kWarp) == 0;
     return VictimOrder{a.count, a.stamp, a.way} < VictimOrder{b.count, b.stamp, b.way};
   };
-  return WarpSort(mine, partner, before).way & (kWarp - 1);
+  const Way ordered = only_first ? WarpMin(mine, partner, before) : WarpSort(mine, partner, before);
+  return ordered.way & (kWarp - 1);
 }
 
 // Adds `value` to a statistic of `table` in this block's tally (cache_args.h:

@@ -80,8 +80,9 @@ __global__ void __launch_bounds__(kBlockThreads)
           tag == kEmpty && cache.locks[slot] == 0 && cache.timestamps[slot] < timestep;
       const unsigned free_ways = __ballot_sync(kFullMask, free_way);
       if (free_ways == 0) continue;  // the set is full: warming evicts nothing
-      const int way =
-          __shfl_sync(kFullMask, WarpVictimOrder(cache, VictimKey(cache, slot), free_ways), 0);
+      const int way = __shfl_sync(
+          kFullMask, WarpVictimOrder(cache, VictimKey(cache, slot), free_ways, /*only_first=*/true),
+          0);
       const int64_t to = SetOf(row, cache.num_sets) * kWays + way;
       const int table = TableOf(cache, row);
       WarpCopy(HomeRowAt(cache, table, row), SlotRowAt(cache, to), RowBytes(cache, table));

@@ -174,15 +174,21 @@ __device__ void CountTile(const MissSort& s, const DigitSort& d, int64_t count, 
 // misses has a dozen tiles, and this scan is serial in every digit).
 constexpr int kScanBatch = 16;
 
+// A digit's counts of the kScanBatch tiles from `first` (0 past the last).
+__device__ void LoadCounts(const uint32_t* tile_counts, int64_t first, int64_t tiles,
+                           unsigned digit, uint32_t (&n)[kScanBatch]) {
+#pragma unroll
+  for (int i = 0; i < kScanBatch; ++i) {
+    n[i] = first + i < tiles ? tile_counts[(first + i) * kDigits + digit] : 0;
+  }
+}
+
 __device__ void ScanTiles(uint32_t* tile_counts, int64_t tiles, SortShared& shared) {
   const unsigned digit = threadIdx.x;
   uint32_t total = 0;
   for (int64_t first = 0; first < tiles; first += kScanBatch) {
     uint32_t n[kScanBatch];
-#pragma unroll
-    for (int i = 0; i < kScanBatch; ++i) {
-      n[i] = first + i < tiles ? tile_counts[(first + i) * kDigits + digit] : 0;
-    }
+    LoadCounts(tile_counts, first, tiles, digit, n);
 #pragma unroll
     for (int i = 0; i < kScanBatch; ++i) total += n[i];
   }
@@ -190,10 +196,7 @@ __device__ void ScanTiles(uint32_t* tile_counts, int64_t tiles, SortShared& shar
   Scan(shared.scan).ExclusiveSum(total, position);
   for (int64_t first = 0; first < tiles; first += kScanBatch) {
     uint32_t n[kScanBatch];
-#pragma unroll
-    for (int i = 0; i < kScanBatch; ++i) {
-      n[i] = first + i < tiles ? tile_counts[(first + i) * kDigits + digit] : 0;
-    }
+    LoadCounts(tile_counts, first, tiles, digit, n);
 #pragma unroll
     for (int i = 0; i < kScanBatch; ++i) {
       if (first + i < tiles) tile_counts[(first + i) * kDigits + digit] = position;

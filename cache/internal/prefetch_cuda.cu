@@ -235,7 +235,8 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
   const bool eligible = cache.locks[way_slot] == 0 && cache.timestamps[way_slot] < timestep;
   const unsigned eligible_ways = __ballot_sync(kFullMask, eligible);
   const int victims = __popc(eligible_ways);
-  const int way_of_rank = WarpVictimOrder(cache, VictimKey(cache, way_slot), eligible_ways);
+  const VictimOrder way_key = VictimKey(cache, way_slot);
+  int way_of_rank = 0;  // the way taken lane-th, from the first window on
 
   int64_t distinct = 0;   // distinct rows of the run before this window
   int64_t previous = -1;  // the run's row before this window (none before the first)
@@ -252,6 +253,10 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
     const int64_t below = __shfl_up_sync(kFullMask, row, 1);
     const bool head = in_run && row != (lane == 0 ? previous : below);
     const unsigned heads = __ballot_sync(kFullMask, head);
+    if (window == start) {
+      const bool one_row = run != kFullMask && __popc(heads) == 1;
+      way_of_rank = WarpVictimOrder(cache, way_key, eligible_ways, one_row);
+    }
     // The row's rank among the run's distinct rows (shared by its repeats).
     const int64_t row_rank = distinct + __popc(heads & (LanesBelow() | (1u << lane))) - 1;
     const bool inserted = in_run && row_rank < victims;
