@@ -363,8 +363,8 @@ __device__ inline void DescribeFault(const BatchArgs& batch, int num_tables, con
 // The misses of a prefetch pass (miss_sort_cuda.cu): `*count` (device
 // memory) rows (linear ids) and their positions, in rows[0] and
 // positions[0], grouped by set: sorted by (SetOf(row), row), ties in any
-// order, or by set alone where no set has more than 31 (`long_runs`, a
-// word of device memory, tells which); or, with
+// order, or by set alone where no set has more than 31 (the insert orders
+// such a run itself); or, with
 // `by_home`, by the row's high bits only (row >> (row_bits - 16)): home
 // order, for the rows' moves. `capacity` bounds the count; buffers [1] and
 // `tile_counts` exist only when it is above kMissTile (MissTileCountBytes,
@@ -379,8 +379,8 @@ struct MissSort {
   bool by_home = false;  // sort by home order instead
   int64_t* rows[2] = {nullptr, nullptr};
   uint32_t* positions[2] = {nullptr, nullptr};
-  uint32_t* tile_counts = nullptr;  // 2 x 256 per tile of kMissTile entries
-  unsigned long long* long_runs = nullptr;
+  uint32_t* tile_counts = nullptr;          // 2 x 256 per tile of kMissTile entries
+  unsigned long long* long_runs = nullptr;  // a word of device memory: the sort's own
 };
 // Home order's key of a linear id (kHomeKeyBits, cache_kernels.h), and a
 // coarser one of kHomeBins spans: the top bits of its row_bits.
