@@ -2,8 +2,8 @@
 
 // Device helpers shared by the cache's CUDA kernels (batch_check_cuda.cu,
 // miss_sort_cuda.cu, prefetch_cuda.cu, lookup_cuda.cu, maintenance_cuda.cu),
-// their chained launches, and the two host launchers they share: the batch
-// check and the miss sort.
+// their chained launches, and the batch check's host launcher, which they
+// share (the miss sort's is in miss_sort.h).
 //
 // Warp helpers take the whole warp: every lane calls them, converged, with
 // its own arguments (a lane without work passes valid = false), as the
@@ -21,6 +21,7 @@
 #include "cache/internal/cache_args.h"
 #include "cache/internal/cache_kernels.h"
 #include "cache/internal/cache_rows.h"
+#include "cache/internal/miss_sort.h"
 #include "engine/cuda/check.h"
 
 namespace ember::cache::internal::cuda {
@@ -360,28 +361,6 @@ __device__ inline void DescribeFault(const BatchArgs& batch, int num_tables, con
   *fault = found;
 }
 
-// The misses of a prefetch pass (miss_sort_cuda.cu): `*count` (device
-// memory) rows (linear ids) and their positions, in rows[0] and
-// positions[0], grouped by set: sorted by (SetOf(row), row), ties in any
-// order, or by set alone where no set has more than 31 (the insert orders
-// such a run itself); or, with
-// `by_home`, by the row's high bits only (row >> (row_bits - 16)): home
-// order, for the rows' moves. `capacity` bounds the count; buffers [1] and
-// `tile_counts` exist only when it is above kMissTile (MissTileCountBytes,
-// cache_kernels.h).
-struct MissSort {
-  const unsigned long long* count = nullptr;
-  const unsigned long long* fault_key = nullptr;  // sorts nothing unless kNoFaultKey
-  int64_t capacity = 0;
-  int64_t num_sets = 0;
-  int row_bits = 0;      // bits of the largest linear id
-  int set_bits = 0;      // bits of the largest set
-  bool by_home = false;  // sort by home order instead
-  int64_t* rows[2] = {nullptr, nullptr};
-  uint32_t* positions[2] = {nullptr, nullptr};
-  uint32_t* tile_counts = nullptr;          // 2 x 256 per tile of kMissTile entries
-  unsigned long long* long_runs = nullptr;  // a word of device memory: the sort's own
-};
 // Home order's key of a linear id (kHomeKeyBits, cache_kernels.h), and a
 // coarser one of kHomeBins spans: the top bits of its row_bits.
 __host__ __device__ inline int ShiftToTop(int row_bits, int top_bits) {
@@ -398,8 +377,5 @@ inline constexpr int kHomeBins = 1 << kHomeBinBits;
 __host__ __device__ inline int HomeBin(int64_t row, int row_bits) {
   return static_cast<int>(static_cast<uint64_t>(row) >> ShiftToTop(row_bits, kHomeBinBits));
 }
-// Sorts (one launch) on the current device; returns the buffer (0 or 1)
-// that holds the sorted entries.
-int SortMissesCuda(const MissSort& sort, const char* op, cudaStream_t stream);
 
 }  // namespace ember::cache::internal::cuda

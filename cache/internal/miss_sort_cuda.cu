@@ -1,4 +1,4 @@
-// SortMissesCuda (cache_cuda.cuh): a prefetch pass's misses grouped by set,
+// SortMissesCuda (miss_sort.h): a prefetch pass's misses grouped by set,
 // so that each set's missing rows form one run, which the insert walks in
 // increasing linear id (cache_args.h, invariant 4): sorted by (set, row), or
 // by set alone where no set has more than 31 misses (the insert's warp then
@@ -42,6 +42,7 @@
 #include <atomic>
 
 #include "cache/internal/cache_cuda.cuh"
+#include "cache/internal/miss_sort.h"
 #include "engine/cuda/check.h"
 
 namespace ember::cache::internal::cuda {
@@ -72,7 +73,7 @@ struct MissOrder {
 // What a sort's digits are taken from.
 enum class SortKey { kSetAndRow, kSet, kHome };
 
-__host__ __device__ int DigitsFor(int bits) { return (bits + kDigitBits - 1) / kDigitBits; }
+__device__ int DigitsFor(int bits) { return (bits + kDigitBits - 1) / kDigitBits; }
 
 // Digit `pass` (8 bits) of the composite key (set << row_bits) | row, of the
 // set alone, or of the home-order key.
@@ -112,8 +113,8 @@ union SortShared {
   } scatter;
 };
 
-// Up to kMissTile entries of buffer 0, sorted into buffer `out` by one block.
-__device__ void SortOneTile(const MissSort& s, int64_t count, int out, SortShared& shared) {
+// Up to kMissTile entries of buffer 0, sorted in place by one block.
+__device__ void SortOneTile(const MissSort& s, int64_t count, SortShared& shared) {
   uint64_t keys[kSortItems];
   uint32_t positions[kSortItems];
   for (int i = 0; i < kSortItems; ++i) {
@@ -127,8 +128,8 @@ __device__ void SortOneTile(const MissSort& s, int64_t count, int out, SortShare
   for (int i = 0; i < kSortItems; ++i) {
     const int64_t j = int64_t{threadIdx.x} * kSortItems + i;
     if (j < count) {
-      s.rows[out][j] = static_cast<int64_t>(keys[i]);
-      s.positions[out][j] = positions[i];
+      s.rows[0][j] = static_cast<int64_t>(keys[i]);
+      s.positions[0][j] = positions[i];
     }
   }
 }
@@ -294,15 +295,16 @@ __device__ bool SomeRunIsLong(const MissSort& s, int at, int64_t count,
   return *static_cast<volatile unsigned long long*>(s.long_runs) != 0;
 }
 
-// The sorted entries of buffer `at` moved to buffer `out`, where they differ.
-__device__ void EndIn(const MissSort& s, int at, int out, int64_t count,
-                      const cooperative_groups::grid_group& grid) {
-  if (at == out) return;
+// The sorted entries of buffer `at` moved to buffer 0, where every path
+// leaves them.
+__device__ void EndInFirst(const MissSort& s, int at, int64_t count,
+                           const cooperative_groups::grid_group& grid) {
+  if (at == 0) return;
   grid.sync();
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t j = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; j < count; j += stride) {
-    s.rows[out][j] = s.rows[at][j];
-    s.positions[out][j] = s.positions[at][j];
+    s.rows[0][j] = s.rows[1][j];
+    s.positions[0][j] = s.positions[1][j];
   }
 }
 
@@ -314,35 +316,35 @@ __device__ void EndIn(const MissSort& s, int at, int out, int64_t count,
 constexpr int64_t kShortRunLoad = 4;
 
 // The whole sort; a cooperative launch. Every block reads the same count,
-// so all of them take the same path (and reach the same barriers). By set,
-// the sorted entries end in buffer `out` (0) whichever path they take; by
-// home, in the parity of the home key's digits (SortMissesCuda).
-__global__ void __launch_bounds__(kSortThreads) SortMissesKernel(const MissSort s, int out) {
+// so all of them take the same path (and reach the same barriers), and
+// every path leaves the sorted entries in buffer 0 (a copy where a sort
+// has an odd number of digits: a home key of one, a set of one or three).
+__global__ void __launch_bounds__(kSortThreads) SortMissesKernel(const MissSort s) {
   __shared__ SortShared shared;
   AwaitPreviousKernel();
   if (*s.fault_key != kNoFaultKey) return;
   const auto count = static_cast<int64_t>(*s.count);
   if (count == 0) return;
   if (count <= kMissTile) {
-    if (blockIdx.x == 0) SortOneTile(s, count, out, shared);
+    if (blockIdx.x == 0) SortOneTile(s, count, shared);
     return;
   }
   const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
   if (s.by_home) {
     const int home_bits = s.row_bits - HomeShift(s.row_bits);
-    SortByDigits(s, {SortKey::kHome, DigitsFor(home_bits), 0}, count, grid, shared);
-    return;
+    const int at = SortByDigits(s, {SortKey::kHome, DigitsFor(home_bits), 0}, count, grid, shared);
+    return EndInFirst(s, at, count, grid);
   }
   int at = 0;
   if (count <= kShortRunLoad * s.num_sets) {
     if (blockIdx.x == 0 && threadIdx.x == 0) *s.long_runs = 0;  // read after grid barriers
     at = SortByDigits(s, {SortKey::kSet, DigitsFor(s.set_bits), 0}, count, grid, shared);
     grid.sync();
-    if (!SomeRunIsLong(s, at, count, grid)) return EndIn(s, at, out, count, grid);
+    if (!SomeRunIsLong(s, at, count, grid)) return EndInFirst(s, at, count, grid);
   }
   at = SortByDigits(s, {SortKey::kSetAndRow, DigitsFor(s.row_bits + s.set_bits), at}, count, grid,
                     shared);
-  EndIn(s, at, out, count, grid);
+  EndInFirst(s, at, count, grid);
 }
 
 // Blocks of SortMissesKernel that fit on `device` at once, one per SM at
@@ -366,17 +368,14 @@ int ResidentSortBlocks(int device, const char* op) {
 
 }  // namespace
 
-int SortMissesCuda(const MissSort& s, const char* op, cudaStream_t stream) {
-  const int home_digits = DigitsFor(s.row_bits - HomeShift(s.row_bits));
-  const int out = s.by_home && s.capacity > kMissTile ? home_digits % 2 : 0;
+void SortMissesCuda(const MissSort& s, const char* op, cudaStream_t stream) {
   int device = 0;
   CudaCheckForOp(cudaGetDevice(&device), "cudaGetDevice", op);
   const int64_t tiles = (s.capacity + kMissTile - 1) / kMissTile;
   const auto blocks =
       static_cast<unsigned>(std::clamp<int64_t>(tiles, 1, ResidentSortBlocks(device, op)));
   LaunchChainedCooperative("SortMissesKernel", op, SortMissesKernel, blocks, kSortThreads, stream,
-                           s, out);
-  return out;
+                           s);
 }
 
 }  // namespace ember::cache::internal::cuda

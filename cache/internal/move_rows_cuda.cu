@@ -338,19 +338,19 @@ __global__ void __launch_bounds__(kBlockThreads, 4)
       });
 }
 
-// `sort` over buffers `from` and the other, by home order; returns the
-// buffer that holds the result.
-int SortByHome(MissSort sort, int64_t* const rows[2], uint32_t* const positions[2], int from,
-               const unsigned long long* count, int64_t capacity, const char* op,
-               cudaStream_t stream) {
+// Entries rows[0] / positions[0] sorted in place by home order, the other
+// buffer taken as scratch.
+void SortByHome(MissSort sort, int64_t* const rows[2], uint32_t* const positions[2],
+                const unsigned long long* count, int64_t capacity, const char* op,
+                cudaStream_t stream) {
   sort.by_home = true;
   sort.count = count;
   sort.capacity = capacity;
   for (int b = 0; b < 2; ++b) {
-    sort.rows[b] = rows[(from + b) % 2];
-    sort.positions[b] = positions[(from + b) % 2];
+    sort.rows[b] = rows[b];
+    sort.positions[b] = positions[b];
   }
-  return (from + SortMissesCuda(sort, op, stream)) % 2;
+  SortMissesCuda(sort, op, stream);
 }
 
 // Blocks of the copy kernels for `entries` (half of FillKernel's): 32
@@ -375,8 +375,8 @@ bool MayOverflow(const CacheArgs& cache, const RowMoves& moves) {
 
 }  // namespace
 
-Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int pass, int at) {
-  Moves listed{&moves.counts->moves, moves.sort.rows[at], moves.sort.positions[at]};
+Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int pass) {
+  Moves listed{&moves.counts->moves, moves.sort.rows[1], moves.sort.positions[1]};
   if (MayOverflow(cache, moves)) {  // never for a managed home (no deferred fills)
     listed.evicted_in_bin = moves.counts->evicted_in_bin;
     listed.row_bits = moves.sort.row_bits;
@@ -386,17 +386,17 @@ Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int pass, int at)
   return listed;
 }
 
-void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int pass, int at, const char* op,
+void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int pass, const char* op,
                   cudaStream_t stream) {
   const unsigned grid = CopyGrid(moves.sort.capacity);
   const unsigned long long* fault_key = moves.sort.fault_key;
   if (moves.fill_capacity == 0) {
     LaunchChained("MoveKernel", op, MoveKernel, grid, kBlockThreads, stream, cache,
-                  PassMoves(cache, moves, pass, at), fault_key);
+                  PassMoves(cache, moves, pass), fault_key);
     return;
   }
   LaunchChained("StageKernel", op, StageKernel, grid, kBlockThreads, stream, cache,
-                PassMoves(cache, moves, pass, at), moves.fills, moves.counts, fault_key);
+                PassMoves(cache, moves, pass), moves.fills, moves.counts, fault_key);
 }
 
 void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
@@ -416,25 +416,23 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
       LaunchChained("GatherWriteBacksKernel", op, GatherWriteBacksKernel, gather_grid,
                     kBlockThreads, stream, cache, moves.fills, moves.counts, sort, piece);
       unsigned long long* write_backs = &moves.counts->write_backs;
-      const int b =
-          SortByHome(sort, sort.rows, sort.positions, 0, write_backs, sort.capacity, op, stream);
+      SortByHome(sort, sort.rows, sort.positions, write_backs, sort.capacity, op, stream);
       LaunchChained("WriteBackKernel", op, WriteBackKernel, grid, kBlockThreads, stream, cache,
-                    sort.rows[b], sort.positions[b], write_backs, sort.fault_key);
+                    sort.rows[0], sort.positions[0], write_backs, sort.fault_key);
     }
     LaunchChained("GatherFillsKernel", op, GatherFillsKernel, gather_grid, kBlockThreads, stream,
                   cache, moves.fills, moves.counts, sort, piece);
     const bool drains = piece == 0 && cache.staging_capacity > 0;
     if (drains) {
-      const int b = SortByHome(sort, cache.staged_rows, cache.staged_at, 0, staged.count,
-                               cache.staging_capacity, op, stream);
-      staged.rows = cache.staged_rows[b];
-      staged.at = cache.staged_at[b];
+      SortByHome(sort, cache.staged_rows, cache.staged_at, staged.count, cache.staging_capacity, op,
+                 stream);
+      staged.rows = cache.staged_rows[0];
+      staged.at = cache.staged_at[0];
       if (moves.key_starts != nullptr) IndexStaged(cache, staged, moves, op, stream);
     }
-    const int b =
-        SortByHome(sort, sort.rows, sort.positions, 0, piece_count, sort.capacity, op, stream);
+    SortByHome(sort, sort.rows, sort.positions, piece_count, sort.capacity, op, stream);
     LaunchChained("FillKernel", op, FillKernel, 2 * grid, kBlockThreads, stream, cache,
-                  sort.rows[b], sort.positions[b], piece_count, staged, drains, sort.row_bits,
+                  sort.rows[0], sort.positions[0], piece_count, staged, drains, sort.row_bits,
                   sort.fault_key);
   }
 }

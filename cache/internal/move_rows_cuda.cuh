@@ -93,14 +93,14 @@ struct RowMoves {
   int passes = 1;
 };
 
-// Where pass `pass` lists its moves: buffer `at` of moves.sort (the other
-// one holds the sorted misses).
-Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int pass, int at);
+// Where pass `pass` lists its moves: buffer 1 of moves.sort (buffer 0 holds
+// the sorted misses).
+Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int pass);
 
-// After a pass's insert, its moves in buffer `at` of moves.sort (the other
-// one free): a managed home's rows moved, or a mapped home's evicted rows
-// taken out.
-void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int pass, int at, const char* op,
+// After a pass's insert, its moves in buffer 1 of moves.sort (buffer 0
+// free): a managed home's rows moved, or a mapped home's evicted rows taken
+// out.
+void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int pass, const char* op,
                   cudaStream_t stream);
 
 // After the last pass: a mapped home's deferred fills copied in and its

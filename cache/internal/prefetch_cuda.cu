@@ -39,11 +39,11 @@
 //
 // Scratch (PrefetchScratchPlan, cache_kernels.h; reused by every pass): a
 // header (fault key, miss counts and the moves' counters), the miss rows
-// (i64) and positions (u32) twice (the radix sort's two buffers; the one
-// the sort leaves free holds the moves; at the end, pieces of the deferred
-// fills), the radix sort's tile counts (2 KiB a tile of kMissTile, for the
-// largest sort), a mapped home's deferred fills (u32 each) and, with
-// several passes, the staged rows' index (u32 a home key).
+// (i64) and positions (u32) twice (the radix sort's two buffers; the sort
+// leaves buffer 1 free, and the moves are listed there; at the end, pieces
+// of the deferred fills), the radix sort's tile counts (2 KiB a tile of
+// kMissTile, for the largest sort), a mapped home's deferred fills (u32
+// each) and, with several passes, the staged rows' index (u32 a home key).
 
 #include <cuda_runtime_api.h>
 
@@ -207,11 +207,8 @@ struct Miss {
 };
 
 // The misses of a run held by lanes [0, length) (`in_run`) sorted by row,
-// then by position, unless they are in order already (a run of one, or a
-// pass sorted by set and row).
+// then by position.
 __device__ Miss WarpSortMisses(Miss miss, bool in_run, int length) {
-  const int64_t below = __shfl_up_sync(kFullMask, miss.row, 1);
-  if (__ballot_sync(kFullMask, in_run && Lane() > 0 && below > miss.row) == 0) return miss;
   if (!in_run) miss = Miss{INT64_MAX, static_cast<uint32_t>(Lane())};
   const auto partner = [](const Miss& m, int mask) {
     return Miss{__shfl_xor_sync(kFullMask, m.row, mask),
@@ -246,11 +243,15 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
     const bool in_run = j < count && SetOf(miss.row, cache.num_sets) == set;
     const unsigned run = __ballot_sync(kFullMask, in_run);  // lanes 0.. (grouped by set)
     if (run == 0) break;
-    if (window == start && run != kFullMask) {  // perhaps grouped by set only
+    int64_t below = __shfl_up_sync(kFullMask, miss.row, 1);
+    // A run that ends in its first window may be grouped by set only; it is
+    // in order already where it is one row, or the pass sorted by set and row.
+    if (window == start && run != kFullMask &&
+        __ballot_sync(kFullMask, in_run && lane > 0 && below > miss.row) != 0) {
       miss = WarpSortMisses(miss, in_run, __popc(run));
+      below = __shfl_up_sync(kFullMask, miss.row, 1);
     }
     const int64_t row = miss.row;
-    const int64_t below = __shfl_up_sync(kFullMask, row, 1);
     const bool head = in_run && row != (lane == 0 ? previous : below);
     const unsigned heads = __ballot_sync(kFullMask, head);
     if (window == start) {
@@ -399,12 +400,12 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
                   sc.rows[0], sc.positions[0]);
     MissSort by_set = sort;
     by_set.count = misses;
-    const int at = SortMissesCuda(by_set, kOp, s);
+    SortMissesCuda(by_set, kOp, s);
     LaunchChained("InsertKernel", kOp, InsertKernel, GridFor(end - begin, kBlockWarps, 4096),
-                  kBlockThreads, s, cache, where, PassMoves(cache, moves, pass, 1 - at), timestep,
-                  begin, misses, &sc.header->misses[(pass + 1) % 2], sc.header, sc.rows[at],
-                  sc.positions[at]);
-    MovePassRows(cache, moves, pass, 1 - at, kOp, s);
+                  kBlockThreads, s, cache, where, PassMoves(cache, moves, pass), timestep, begin,
+                  misses, &sc.header->misses[(pass + 1) % 2], sc.header, sc.rows[0],
+                  sc.positions[0]);
+    MovePassRows(cache, moves, pass, kOp, s);
   }
   FinishMoves(cache, moves, kOp, s);
   LaunchChained("FinishKernel", kOp, FinishKernel,
