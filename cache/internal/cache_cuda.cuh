@@ -285,16 +285,34 @@ __device__ inline void AddTally(const CacheArgs& cache, int table, StatField fie
   atomicAdd(reinterpret_cast<unsigned long long*>(word), static_cast<unsigned long long>(value));
 }
 
-// Counts `unit` per lane where `pred` holds into `field` of the lane's
-// table: one atomic per table present in the warp.
-__device__ inline void WarpCount(const CacheArgs& cache, bool pred, int table, StatField field,
-                                 int64_t unit = 1) {
+// A statistic a lane counts: `unit` where `pred` holds.
+struct StatCount {
+  StatField field;
+  bool pred;
+  int64_t unit = 1;  // the same for every lane of a table
+};
+
+// Counts each of `counts` into its field of the lane's table: the lanes of
+// a table match once for all the fields, and add with one atomic per table
+// and field that they count something in.
+template <int N>
+__device__ inline void WarpCount(const CacheArgs& cache, int table, const StatCount (&counts)[N]) {
   if (cache.stat_tallies == nullptr) return;
-  const unsigned active = __ballot_sync(kFullMask, pred);
-  if (!pred) return;
-  const unsigned group = __match_any_sync(active, table);
+  unsigned counting[N];
+  unsigned members = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    counting[i] = __ballot_sync(kFullMask, counts[i].pred);
+    members |= counting[i];
+  }
+  if ((members >> Lane() & 1) == 0) return;
+  const unsigned group = __match_any_sync(members, table);
   if (Lane() != __ffs(group) - 1) return;
-  AddTally(cache, table, field, __popc(group) * unit);
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int n = __popc(group & counting[i]);
+    if (n > 0) AddTally(cache, table, counts[i].field, n * counts[i].unit);
+  }
 }
 
 // Reserves one entry of a list whose length is `*count` for every lane

@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     cache.locks[slot] += 1;
     if (cache.policy == Policy::kLfu) cache.counts[row] += 1;
   }
-  WarpCount(cache, first_use, table, kUnique);
+  WarpCount(cache, table, {StatCount{kUnique, first_use}});
   WarpAppend(where.locked, where.num_locked, first_use, static_cast<int32_t>(slot));
   const bool miss = valid && !hit;
   const unsigned long long at = WarpReserve(misses, miss);
@@ -272,14 +272,13 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
       atomicAdd(&moves.evicted_in_bin[HomeBin(evicted, moves.row_bits)], 1u);
     }
     if (head && cache.policy == Policy::kLfu) cache.counts[row] += 1;
-    WarpCount(cache, head, table, kUnique);
-    WarpCount(cache, head, table, kUniqueMisses);
-    WarpCount(cache, head && !inserted, table, kConflictMisses);
-    WarpCount(cache, fills, table, kInserted);
-    WarpCount(cache, fills, table, kBytesToCache, fills ? RowBytes(cache, table) : 0);
-    WarpCount(cache, evicts, evicted_table, kEvicted);
-    WarpCount(cache, evicts, evicted_table, kBytesToHome,
-              evicts ? RowBytes(cache, evicted_table) : 0);
+    WarpCount(cache, table,
+              {StatCount{kUnique, head}, StatCount{kUniqueMisses, head},
+               StatCount{kConflictMisses, head && !inserted}, StatCount{kInserted, fills},
+               StatCount{kBytesToCache, fills, RowBytes(cache, table)}});
+    WarpCount(cache, evicted_table,
+              {StatCount{kEvicted, evicts},
+               StatCount{kBytesToHome, evicts, RowBytes(cache, evicted_table)}});
     const unsigned long long at = WarpReserve(moves.count, fills);
     if (fills) {
       moves.rows[at] = evicted;  // kEmpty when the way was empty
@@ -302,7 +301,10 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
 // run is one set's misses). Not a warp per window of 32: a pass of few
 // misses a set has a run at nearly every entry, and a warp would take up
 // to 32 of them in turn, each a chain of dependent loads.
-__global__ void __launch_bounds__(kBlockThreads, 2)
+// Six blocks an SM (40 registers, a few spilled): a pass of few misses a set
+// is bound by the runs in flight, each a chain of dependent loads and
+// atomics; four blocks (56 registers) took 11% longer at twelve passes.
+__global__ void __launch_bounds__(kBlockThreads, 6)
     InsertKernel(const CacheArgs cache, const LocationArgs where, const Moves moves,
                  int64_t timestep, int64_t begin, const unsigned long long* misses,
                  unsigned long long* next_misses, const Header* header, const int64_t* rows,
