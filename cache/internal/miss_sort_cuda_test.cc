@@ -203,7 +203,7 @@ TEST_F(MissSortCudaTest, OneTileSortsBySetAndRow) {
   for (const int64_t count : {int64_t{1}, int64_t{37}, int64_t{kMissTile}}) {
     std::vector<int64_t> rows = DistinctRows(count, 30);
     rows.insert(rows.end(), rows.begin(), rows.begin() + count / 2);  // repeats
-    rows.resize(std::min<int64_t>(rows.size(), kMissTile));
+    rows.resize(std::min<size_t>(rows.size(), kMissTile));
     std::shuffle(rows.begin(), rows.end(), random_);
     ExpectBySet(rows, {.num_sets = 8192, .row_bits = 30}, /*by_row=*/true, kUntouched);
   }
