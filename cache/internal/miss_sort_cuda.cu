@@ -317,8 +317,8 @@ constexpr int64_t kShortRunLoad = 4;
 
 // The whole sort; a cooperative launch. Every block reads the same count,
 // so all of them take the same path (and reach the same barriers), and
-// every path leaves the sorted entries in buffer 0 (a copy where a sort
-// has an odd number of digits: a home key of one, a set of one or three).
+// every path leaves the sorted entries in buffer 0 (a copy where it sorted
+// an odd number of digits in all).
 __global__ void __launch_bounds__(kSortThreads) SortMissesKernel(const MissSort s) {
   __shared__ SortShared shared;
   AwaitPreviousKernel();
