@@ -1,9 +1,10 @@
 // SortMissesCuda (miss_sort.h): a prefetch pass's misses grouped by set,
 // so that each set's missing rows form one run, which the insert walks in
 // increasing linear id (cache_args.h, invariant 4): sorted by (set, row), or
-// by set alone where no set has more than 31 misses (the insert's warp then
-// orders the run itself: the set's digits are two of the five); or its moves in home
-// order (by_home), so that the rows the moves read at once lie close
+// by set alone where there are at most 4 misses a set and no set has more
+// than 31 (the insert's warp then orders each run itself, and the sort takes
+// only the set's digits: two for 2^16 sets, where set and row took five); or
+// its moves in home order (by_home), so that the rows the moves read at once lie close
 // together in host memory: read at random, 512-byte rows of 2 GiB of
 // host-mapped memory came at 32 GB/s on an H100, those of 1 GiB at 51 (the
 // GPU's address translation reach; ember-bench-cache --h2d_mib).
