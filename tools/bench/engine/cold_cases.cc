@@ -70,14 +70,15 @@ void RunChild(const ColdRunSpec& spec, const ColdShape& shape, int round, int ro
   results.Add(ColdKey(shape, "sys_ms"), column, 1e3 * r.usage.sys_s);
   results.Add(ColdKey(shape, "user_ms"), column, 1e3 * r.usage.user_s);
   if (r.create_us >= 0) results.Add(ColdKey(shape, "create_us"), column, r.create_us);
+  if (r.round_trip_ns >= 0) results.Add(ColdKey(shape, "round_trip"), column, r.round_trip_ns);
   results.Add(ColdKey(shape, "others_pct"), column, 100 * others_share);
   if (!r.description.empty()) (*descriptions)[column] = r.description;
   absl::FPrintF(stderr,
                 "[ember-bench-engine] cold %dx%d round %d/%d %-34s %10.0f ops/s  vcsw %6.0f  "
-                "ivcsw %5.0f  sys %7.1f ms  user %7.1f ms  others %3.0f%%%s\n",
+                "ivcsw %5.0f  sys %7.1f ms  user %7.1f ms  round trip %5.0f ns  others %3.0f%%%s\n",
                 shape.ops, shape.vars, round + 1, rounds, column, r.ops_per_s,
                 r.usage.voluntary_switches, r.usage.involuntary_switches, 1e3 * r.usage.sys_s,
-                1e3 * r.usage.user_s, 100 * others_share,
+                1e3 * r.usage.user_s, r.round_trip_ns, 100 * others_share,
                 r.create_us >= 0 ? absl::StrFormat("  created in %.0f us", r.create_us) : "");
 }
 

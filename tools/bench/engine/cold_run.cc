@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "engine/error.h"
 #include "engine/testing/random_workload.h"
+#include "tools/bench/common/core_round_trip.h"
 #include "tools/bench/engine/bench_options.h"
 #include "tools/bench/engine/dag_push.h"
 #include "tools/bench/engine/starpu_peer.h"
@@ -157,9 +158,9 @@ ColdRunSpec ColdRunSpec::FromArgs(const std::vector<std::string>& args) {
 std::string ColdRunResult::Serialize() const {
   return absl::StrFormat(
       "ops_per_s\t%.17g\ncreate_us\t%.17g\nuser_s\t%.17g\nsys_s\t%.17g\nvoluntary\t%.17g\n"
-      "involuntary\t%.17g\ndescription\t%s\n",
+      "involuntary\t%.17g\nround_trip_ns\t%.17g\ndescription\t%s\n",
       ops_per_s, create_us, usage.user_s, usage.sys_s, usage.voluntary_switches,
-      usage.involuntary_switches, description);
+      usage.involuntary_switches, round_trip_ns, description);
 }
 
 ColdRunResult ColdRunResult::Parse(std::string_view text) {
@@ -183,6 +184,7 @@ ColdRunResult ColdRunResult::Parse(std::string_view text) {
   (void)number("sys_s", &result.usage.sys_s);
   (void)number("voluntary", &result.usage.voluntary_switches);
   (void)number("involuntary", &result.usage.involuntary_switches);
+  (void)number("round_trip_ns", &result.round_trip_ns);
   result.description = fields["description"];
   return result;
 }
@@ -201,6 +203,9 @@ int ColdRunMain(int argc, char** argv) {
     const Workload workload = engine::testing::MakeRandomWorkload(workload_spec);
     std::vector<uint64_t> data = workload.initial;
     ColdRunResult result;
+    // Probed while no engine or peer has threads (StarPU's spin), so that
+    // the probe's two threads have the two cores to themselves.
+    const double round_trip_before = CoreRoundTripNs();
     switch (spec.runner) {
       case ColdRunner::kEngineSync:
       case ColdRunner::kEngineAsync:
@@ -213,6 +218,7 @@ int ColdRunMain(int argc, char** argv) {
         RunOnStarPU(spec, workload, &data, &result);
         break;
     }
+    result.round_trip_ns = (round_trip_before + CoreRoundTripNs()) / 2;
     const bool match = data == engine::testing::RunSerial(workload);
     if (!match) {
       absl::FPrintF(stderr, "[ember-bench-engine] ERROR: cold %s: result differs from RunSerial\n",

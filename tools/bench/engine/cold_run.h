@@ -12,7 +12,9 @@
 //   3. times from the first push (first node built, first task inserted) to
 //      the end of WaitForAll (wait_for_all, starpu_task_wait_for_all), and
 //      takes getrusage before and after: context switches and CPU time of
-//      every thread over the timed part;
+//      every thread over the timed part; probes the inter-core round trip
+//      before the engine or peer starts and after it has stopped
+//      (core_round_trip.h);
 //   4. checks its final data against RunSerial, made only now so that it
 //      warms nothing before the timing;
 //   5. prints a ColdRunResult on stdout and exits 0, or 1 when the data
@@ -58,9 +60,10 @@ struct ColdRunSpec {
 
 struct ColdRunResult {
   double ops_per_s = 0;
-  double create_us = -1;    // the engine's creation; -1 for a peer
-  ProcessUsage usage;       // over the timed part
-  std::string description;  // the peer's, or empty
+  double create_us = -1;      // the engine's creation; -1 for a peer
+  ProcessUsage usage;         // over the timed part
+  double round_trip_ns = -1;  // the inter-core round trip, mean of the probes around it
+  std::string description;    // the peer's, or empty
 
   // One "key<TAB>value" line per field; Parse reads them back and throws
   // Error when ops_per_s is missing.
