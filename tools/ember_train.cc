@@ -99,12 +99,20 @@ ABSL_FLAG(std::string, trace, "",
           "steps after the main run, on an engine of its own)");
 ABSL_FLAG(int64_t, trace_steps, 10, "steps the trace analysis reads (--trace, --compare)");
 ABSL_FLAG(int64_t, trace_warmup, 10, "steps the traced run makes first, left out of its analysis");
+ABSL_FLAG(int64_t, warmup_steps, 10,
+          "first steps left out of the summary's step times and examples/s (start-up: CUDA and "
+          "cuBLAS handles, first allocations, an empty pipeline); their losses still count");
 ABSL_FLAG(bool, compare, false,
           "run every schedule on the same data and print them side by side, with each one's "
           "bound and overlapped stages from its trace");
 ABSL_FLAG(std::string, json, "", "write the summary (and comparison) as JSON here");
 ABSL_FLAG(bool, deterministic, true, "ask for run-to-run identical embedding backward passes");
 ABSL_FLAG(int, pipeline_depth, 3, "batches in flight");
+ABSL_FLAG(
+    int, loader_threads, 0,
+    "threads making training batches (0: all the cores but four, at most 16; a text source gets "
+    "one)");
+ABSL_FLAG(int, loader_depth, 4, "training batches the loader makes ahead, beside one per thread");
 ABSL_FLAG(bool, plan, false,
           "print how the tables would be sharded over --gpus GPUs (--sharding, --shard_plan, "
           "--gpu_memory) and exit");
@@ -237,6 +245,7 @@ struct Command {
   std::string trace;
   int64_t trace_steps = 0;
   int64_t trace_warmup = 0;
+  int64_t warmup_steps = 0;
   bool compare = false;
   std::string json;
   // --plan: print the tables' shard plan instead of training.
@@ -475,6 +484,10 @@ Command FromFlags() {
   if (t.log_every == 0) t.log_every = std::max<int64_t>(1, t.steps / 10);
   t.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
   CheckRange("pipeline_depth", t.pipeline_depth, 2, 64);
+  t.loader_threads = absl::GetFlag(FLAGS_loader_threads);
+  CheckRange("loader_threads", t.loader_threads, 0, 256);
+  t.loader_depth = absl::GetFlag(FLAGS_loader_depth);
+  CheckRange("loader_depth", t.loader_depth, 1, 1024);
   t.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   t.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   CheckRange("checkpoint_every", static_cast<double>(t.checkpoint_every), 0, 1ll << 40);
@@ -510,6 +523,8 @@ Command FromFlags() {
   CheckRange("trace_steps", static_cast<double>(c.trace_steps), 1, 100000);
   c.trace_warmup = absl::GetFlag(FLAGS_trace_warmup);
   CheckRange("trace_warmup", static_cast<double>(c.trace_warmup), 0, 100000);
+  c.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  CheckRange("warmup_steps", static_cast<double>(c.warmup_steps), 0, 100000);
   ember::tools::CheckWritableFile("--trace", c.trace);
   c.json = absl::GetFlag(FLAGS_json);
   ember::tools::CheckWritableFile("--json", c.json);
@@ -634,8 +649,12 @@ int Run(const Command& c) {
   Json json = Json::MakeObject();
   Json runs = Json::MakeArray();
   if (c.compare) {
-    const CompareOptions compare{c.train, c.engine, c.trace_steps, c.trace_warmup,
-                                 TraceDir(c.trace)};
+    const CompareOptions compare{.train = c.train,
+                                 .engine = c.engine,
+                                 .warmup = c.warmup_steps,
+                                 .trace_steps = c.trace_steps,
+                                 .trace_warmup = c.trace_warmup,
+                                 .trace_dir = TraceDir(c.trace)};
     const std::vector<RunReport> reports =
         CompareSchedules(compare, data, hooks, [](const RunReport& r) {
           std::printf("%s\n", FormatSummary(r).c_str());
@@ -651,7 +670,7 @@ int Run(const Command& c) {
       std::printf("engine %s on %s, %s schedule\n", std::string(engine->name()).c_str(),
                   c.train.placement.ctx.ToString().c_str(),
                   std::string(ToString(c.train.schedule)).c_str());
-      report = TrainAndReport(*engine, c.train, data, hooks);
+      report = TrainAndReport(*engine, c.train, data, hooks, c.warmup_steps);
     }
     if (!c.trace.empty() && !g_stop.load()) {
       report.trace_path = c.trace;

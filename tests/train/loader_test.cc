@@ -1,7 +1,8 @@
 // Loader: every batch arrives, in order, the short last one included, then
 // the end (no hang); a source's error arrives at Pop after the batches
-// before it; stopping never hangs, with the queue full or a consumer
-// waiting; the memory kind follows the machine.
+// before it; a stalled thread holds up only the batch it claimed; stopping
+// never hangs, with every batch made or a consumer waiting; the memory kind
+// follows the machine.
 
 #include "tools/train/data/loader.h"
 
@@ -17,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/base/device.h"
+#include "engine/base/mutex.h"
 #include "engine/engine.h"
 #include "engine/error.h"
 #include "storage/memory.h"
@@ -85,6 +87,44 @@ class FailingSource final : public BatchSource {
   int64_t bad_at_;
 };
 
+// A forking synthetic source whose original, the reader of the loader's
+// first thread, blocks in Next until released; its forks count the
+// batches they make.
+class GatedSource final : public BatchSource {
+ public:
+  struct Shared {
+    Notification release;
+    std::atomic<bool> gated_waits{false};
+    std::atomic<int> fork_batches{0};
+  };
+  GatedSource(const SyntheticOptions& options, std::shared_ptr<Shared> shared, bool gated)
+      : BatchSource(options.batch_size),
+        inner_(options),
+        shared_(std::move(shared)),
+        gated_(gated) {}
+  const DataSpec& spec() const override { return inner_.spec(); }
+  int64_t position() const override { return inner_.position(); }
+  std::optional<int64_t> size() const override { return inner_.size(); }
+  std::optional<HostBatch> Next(const BatchMemory& memory) override {
+    if (gated_) {
+      shared_->gated_waits = true;
+      shared_->release.WaitForNotification();
+    } else {
+      ++shared_->fork_batches;
+    }
+    return inner_.Next(memory);
+  }
+  void Seek(int64_t example) override { inner_.Seek(example); }
+  std::unique_ptr<BatchSource> Fork() const override {
+    return std::make_unique<GatedSource>(inner_.options(), shared_, false);
+  }
+
+ private:
+  SyntheticSource inner_;
+  std::shared_ptr<Shared> shared_;
+  bool gated_;
+};
+
 class LoaderTest : public ::testing::Test {
  protected:
   std::unique_ptr<engine::Engine> engine_ = testing::MakeEngine();
@@ -108,7 +148,7 @@ TEST_F(LoaderTest, EveryBatchArrivesInOrderThenTheEnd) {
   EXPECT_FALSE(loader.Pop().has_value());
 }
 
-TEST_F(LoaderTest, LanesGiveTheBatchesOfOneThreadInOrder) {
+TEST_F(LoaderTest, ThreadsGiveTheBatchesOfOneThreadInOrder) {
   SyntheticSource direct(Small(1000));
   (void)direct.Next(memory_);  // the loader starts where the source stands
   const auto expected = testing::ReadAll(direct, memory_);
@@ -138,8 +178,8 @@ TEST_F(LoaderTest, ASourceThatDoesNotForkGetsOneThread) {
   EXPECT_EQ(batches, 2);
 }
 
-TEST_F(LoaderTest, ALaneErrorArrivesAfterTheBatchesBeforeItWhateverTheOtherLanesMade) {
-  // Batch 4 (of 64 examples each) is bad; lanes 0 and 2 go on past it.
+TEST_F(LoaderTest, AThreadsErrorArrivesAfterTheBatchesBeforeItWhateverTheOthersMade) {
+  // Batch 4 (of 64 examples each) is bad; the other threads go on past it.
   Loader loader(*engine_, std::make_unique<FailingSource>(Small(kEndless), 4 * 64),
                 {.depth = 6, .threads = 3});
   for (int64_t i = 1; i <= 4; ++i) {
@@ -152,13 +192,47 @@ TEST_F(LoaderTest, ALaneErrorArrivesAfterTheBatchesBeforeItWhateverTheOtherLanes
   }
 }
 
+// A thread that shares its core with a busy one makes its batch late; the
+// other threads must make every other batch that may be claimed meanwhile,
+// not only their share, and the order must hold when the late one comes.
+TEST_F(LoaderTest, AStalledThreadHoldsUpOnlyTheBatchItClaimed) {
+  constexpr int kDepth = 2;
+  constexpr int kThreads = 3;
+  constexpr int kAhead = kDepth + kThreads;
+  auto shared = std::make_shared<GatedSource::Shared>();
+  Loader loader(*engine_, std::make_unique<GatedSource>(Small(kEndless), shared, true),
+                {.depth = kDepth, .threads = kThreads});
+  struct ReleaseOnExit {  // before the loader's Stop, which waits for the gated thread
+    GatedSource::Shared* shared;
+    ~ReleaseOnExit() { shared->release.Notify(); }
+  } release_on_exit{shared.get()};
+  ASSERT_EQ(loader.threads(), kThreads);
+  auto claimed = [&] { return shared->fork_batches.load() + (shared->gated_waits ? 1 : 0); };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (claimed() < kAhead && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  std::this_thread::sleep_for(milliseconds(20));
+  // Fixed shares would stop each fork at its own batches (one or two).
+  EXPECT_EQ(claimed(), kAhead);
+  shared->release.Notify();
+  SyntheticSource direct(Small(kEndless));
+  for (int i = 0; i < 3 * kAhead; ++i) {
+    std::optional<HostBatch> expected = direct.Next(memory_);
+    std::optional<HostBatch> batch = loader.Pop();
+    ASSERT_TRUE(batch.has_value()) << "batch " << i;
+    EXPECT_EQ(batch->position, expected->position);
+    EXPECT_EQ(testing::Bytes(*batch), testing::Bytes(*expected)) << "batch " << i;
+  }
+}
+
 TEST_F(LoaderTest, TheSourceComesBackAfterTheLastBatchPopped) {
   Loader loader(*engine_, std::make_unique<SyntheticSource>(Small(kEndless)),
                 {.depth = 6, .threads = 3});
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(loader.Pop().has_value());
   std::unique_ptr<BatchSource> source = loader.TakeSource();
   ASSERT_NE(source, nullptr);
-  EXPECT_EQ(source->position(), 5 * 64);  // not where a lane stood
+  EXPECT_EQ(source->position(), 5 * 64);  // not where a thread's reader stood
 }
 
 TEST_F(LoaderTest, ASlowConsumerLosesNothing) {
@@ -191,18 +265,18 @@ TEST_F(LoaderTest, ASourceErrorArrivesAtPopAfterTheBatchesBeforeIt) {
   }
 }
 
-TEST_F(LoaderTest, DestroyingItWithAFullQueueDoesNotHang) {
+TEST_F(LoaderTest, DestroyingItWithEveryBatchMadeDoesNotHang) {
   auto source = std::make_unique<CountingSource>(Small(kEndless), milliseconds(0));
   CountingSource* counting = source.get();
   auto loader = std::make_unique<Loader>(*engine_, std::move(source), LoaderOptions{.depth = 2});
   ASSERT_TRUE(loader->Pop().has_value());
-  // Wait until the thread has filled the queue again and sits on it.
+  // Wait until the thread has made all it may and sits on it.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (counting->made() < 3 && std::chrono::steady_clock::now() < deadline) {
+  while (counting->made() < 4 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(1));
   }
   std::this_thread::sleep_for(milliseconds(20));
-  EXPECT_EQ(counting->made(), 3);  // 1 popped + a queue of 2: the thread waits
+  EXPECT_EQ(counting->made(), 4);  // 1 popped + depth 2 + 1 thread: the thread waits
   loader.reset();                  // the test's deadline catches a hang
 }
 

@@ -42,6 +42,23 @@ TEST(MetricsTest, PercentilesInterpolateBetweenRanks) {
   EXPECT_FLOAT_EQ(s.final_loss, 0.5f);
 }
 
+TEST(MetricsTest, TheWarmUpIsLeftOutOfTheTimesNotOfTheLosses) {
+  const std::vector<StepRecord> records = {
+      {0, 0.9f, 10, 0.25, 0.25}, {1, 0.7f, 10, 0.5, 0.75}, {2, 0.5f, 10, 0.125, 0.875}};
+  const StepSummary s = Summarize(records, 1);
+  EXPECT_EQ(s.steps, 3);
+  EXPECT_EQ(s.timed_steps, 2);
+  EXPECT_EQ(s.examples, 20);
+  EXPECT_DOUBLE_EQ(s.examples_per_second, 20 / 0.625);
+  EXPECT_DOUBLE_EQ(s.p50_ms, 1e3 * (0.5 + 0.125) / 2);
+  EXPECT_FLOAT_EQ(s.first_loss, 0.9f);
+  EXPECT_FLOAT_EQ(s.final_loss, 0.5f);
+  // A warm-up as long as the run still times its last step.
+  const StepSummary last = Summarize(records, 10);
+  EXPECT_EQ(last.timed_steps, 1);
+  EXPECT_DOUBLE_EQ(last.examples_per_second, 10 / 0.125);
+}
+
 TEST(JsonTest, RoundTrips) {
   Json j = Json::MakeObject()
                .Set("name", "a \"quoted\"\nline")

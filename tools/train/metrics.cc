@@ -41,16 +41,18 @@ double Percentile(std::vector<double> values, double p) {
   return values[low] + (values[high] - values[low]) * (rank - static_cast<double>(low));
 }
 
-StepSummary Summarize(const std::vector<StepRecord>& records) {
+StepSummary Summarize(const std::vector<StepRecord>& records, int64_t warmup) {
   StepSummary s;
   if (records.empty()) return s;
-  std::vector<double> times;
-  for (const StepRecord& r : records) {
-    times.push_back(r.seconds);
-    s.examples += r.examples;
-    s.seconds += r.seconds;
-  }
   s.steps = static_cast<int64_t>(records.size());
+  const auto first_timed = static_cast<std::size_t>(std::clamp<int64_t>(warmup, 0, s.steps - 1));
+  std::vector<double> times;
+  for (std::size_t i = first_timed; i < records.size(); ++i) {
+    times.push_back(records[i].seconds);
+    s.examples += records[i].examples;
+    s.seconds += records[i].seconds;
+  }
+  s.timed_steps = static_cast<int64_t>(times.size());
   s.p50_ms = 1e3 * Percentile(times, 0.5);
   s.p90_ms = 1e3 * Percentile(times, 0.9);
   s.examples_per_second = s.seconds > 0 ? static_cast<double>(s.examples) / s.seconds : 0.0;

@@ -85,8 +85,8 @@ std::string FormatSummary(const RunReport& r) {
   out += fmt::format("steps      {} (steps {} to {}{}), {} examples, batch {}\n", t.steps,
                      t.first_step, t.first_step + t.steps, t.stopped ? ", stopped early" : "",
                      t.examples, r.batch_size);
-  out += fmt::format("step time  P50 {:.2f} ms  P90 {:.2f} ms  ({} ex/s)\n", s.p50_ms, s.p90_ms,
-                     Count(s.examples_per_second));
+  out += fmt::format("step time  P50 {:.2f} ms  P90 {:.2f} ms  ({} ex/s; the last {} steps)\n",
+                     s.p50_ms, s.p90_ms, Count(s.examples_per_second), s.timed_steps);
   out += fmt::format("loss       first {:.4f}  final {:.4f}  (mean of the last 10%: {:.4f})\n",
                      s.first_loss, s.final_loss, s.tail_loss);
   if (!t.evals.empty()) {
@@ -142,9 +142,11 @@ std::string FormatComparison(const std::vector<RunReport>& runs) {
         bound_ms > 0 ? s.p50_ms / bound_ms : 0.0, loss, Auc(auc),
         r.trace ? r.trace->bound_row : "-");
   }
-  out +=
-      "(bound: the busy time of the busiest stream or worker per step, from each schedule's "
-      "trace; loss and AUC held-out where evaluated)\n";
+  out += fmt::format(
+      "(step times and ex/s: each schedule's last {} steps; bound: the busy time of the busiest "
+      "stream or worker per step, from each schedule's trace; loss and AUC held-out where "
+      "evaluated)\n",
+      runs.front().steps.timed_steps);
   if (!runs.front().trace) return out;
   out += "overlapped stages (steps that overlapped / step pairs, total overlap):\n";
   out += fmt::format("{:<44}", "");
@@ -205,6 +207,7 @@ Json ToJson(const RunReport& r) {
                  .Set("examples", t.examples)
                  .Set("position", t.position)
                  .Set("stopped", t.stopped)
+                 .Set("timed_steps", s.timed_steps)
                  .Set("p50_step_ms", s.p50_ms)
                  .Set("p90_step_ms", s.p90_ms)
                  .Set("examples_per_second", s.examples_per_second)

@@ -23,7 +23,7 @@ int64_t HomeBytes(DlrmModel& model) {
 }  // namespace
 
 RunReport TrainAndReport(engine::Engine& engine, const TrainOptions& options,
-                         const DataFactory& data, const RunHooks& hooks) {
+                         const DataFactory& data, const RunHooks& hooks, int64_t warmup) {
   RunReport report;
   report.schedule = std::string(ToString(options.schedule));
   report.engine = std::string(engine.name());
@@ -36,7 +36,7 @@ RunReport TrainAndReport(engine::Engine& engine, const TrainOptions& options,
   for (const StepRecord& r : report.result.records) {
     report.batch_size = std::max(report.batch_size, r.examples);
   }
-  report.steps = Summarize(report.result.records);
+  report.steps = Summarize(report.result.records, warmup);
   report.home_bytes = HomeBytes(trainer.model());
   report.cache_slots = trainer.model().tbe().num_slots();
   report.memory = MemoryUsage(options.placement.ctx);
@@ -75,7 +75,7 @@ std::vector<RunReport> CompareSchedules(const CompareOptions& options, const Dat
     RunReport report;
     {
       std::unique_ptr<engine::Engine> engine = engine::CreateEngine(options.engine);
-      report = TrainAndReport(*engine, train, data, hooks);
+      report = TrainAndReport(*engine, train, data, hooks, options.warmup);
     }
     if (options.trace_steps > 0 && !(hooks.stop != nullptr && hooks.stop->load())) {
       report.trace_path = (std::filesystem::path(options.trace_dir) /

@@ -34,11 +34,12 @@ struct DataFactory {
   std::function<std::unique_ptr<BatchSource>()> held_out;
 };
 
-// Trains `options` on `engine` and reports it (the summary's figures, the
+// Trains `options` on `engine` and reports it (the summary's figures, its
+// first `warmup` steps left out of the step times: see Summarize; the
 // memory the run used: the managers' peaks are reset when it starts).
 // Throws what Trainer throws.
 RunReport TrainAndReport(engine::Engine& engine, const TrainOptions& options,
-                         const DataFactory& data, const RunHooks& hooks = {});
+                         const DataFactory& data, const RunHooks& hooks = {}, int64_t warmup = 0);
 
 // Trains `warmup + steps` steps of `options` (no evaluation, no
 // checkpoint) on a new engine made from `engine_options` with its profile
@@ -53,6 +54,7 @@ TraceAnalysis TraceSteps(const TrainOptions& options, engine::EngineOptions engi
 struct CompareOptions {
   TrainOptions train;  // its schedule is replaced by each one's
   engine::EngineOptions engine;
+  int64_t warmup = 0;  // each schedule's steps left out of its step times
   int64_t trace_steps = 10;
   int64_t trace_warmup = 10;
   // Where each schedule's trace goes: <trace_dir>/trace-<schedule>.json.

@@ -88,8 +88,8 @@ struct TrainOptions {
   // the loader makes ahead.
   int pipeline_depth = 3;
   int loader_depth = 4;
-  // The loader's threads (LoaderOptions::threads; 0: half the cores, at
-  // most 8).
+  // The loader's threads (LoaderOptions::threads; 0: all the cores but
+  // four, at most 16).
   int loader_threads = 0;
 
   // Throws InvalidArgument "[TrainOptions] ..." naming the first bad

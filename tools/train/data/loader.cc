@@ -1,7 +1,6 @@
 #include "tools/train/data/loader.h"
 
 #include <algorithm>
-#include <deque>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -36,7 +35,8 @@ int ChooseThreads(const LoaderOptions& options) {
     throw InvalidArgument(absl::StrCat("[Loader] threads ", options.threads, " is negative"));
   }
   if (options.threads > 0) return options.threads;
-  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 1, 8);
+  // Four cores stay for the training thread and the engine's workers.
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()) - 4, 1, 16);
 }
 
 // The lanes' readers after the first: as many forks as the source gives.
@@ -60,86 +60,84 @@ Loader::Loader(engine::Engine& engine, std::unique_ptr<BatchSource> source,
       forks_(source_ == nullptr ? decltype(forks_){} : Forks(*source_, ChooseThreads(options))),
       threads_(1 + static_cast<int>(forks_.size())),
       start_(source_ == nullptr ? 0 : source_->position()),
-      lanes_(static_cast<size_t>(threads_)),
       position_(start_) {
   if (source_ == nullptr) throw InvalidArgument("[Loader] no source given");
   if (depth_ < 1) throw InvalidArgument(absl::StrCat("[Loader] depth ", depth_, " is below 1"));
-  {
-    MutexLock lock(&mu_);
-    lanes_[0].source = source_.get();
-    for (int l = 1; l < threads_; ++l) lanes_[l].source = forks_[l - 1].get();
-  }
   MutexLock lock(&join_mu_);
-  for (int l = 0; l < threads_; ++l) workers_.emplace_back([this, l] { Run(l); });
+  workers_.emplace_back([this] { Run(source_.get()); });
+  for (auto& fork : forks_) workers_.emplace_back([this, reader = fork.get()] { Run(reader); });
 }
 
 Loader::~Loader() { Stop(); }
 
-std::optional<HostBatch> Loader::Make(Lane& lane, int64_t index) {
-  if (threads_ == 1) return lane.source->Next(memory_);  // straight through: no Seek
-  const int64_t at = start_ + index * lane.source->batch_size();
-  const std::optional<int64_t> size = lane.source->size();
+std::optional<HostBatch> Loader::Make(BatchSource& reader, int64_t index) {
+  if (threads_ == 1) return reader.Next(memory_);  // straight through: no Seek
+  const int64_t at = start_ + index * reader.batch_size();
+  const std::optional<int64_t> size = reader.size();
   if (size && at >= *size) return std::nullopt;
-  lane.source->Seek(at);
-  return lane.source->Next(memory_);
+  reader.Seek(at);
+  return reader.Next(memory_);
 }
 
-void Loader::Run(int l) {
-  // Each lane holds its share of depth, and at least one batch.
-  const int lane_depth = std::max(1, (depth_ + threads_ - 1) / threads_);
-  for (int64_t index = l;; index += threads_) {
-    Lane* lane;
+void Loader::Run(BatchSource* reader) {
+  const int64_t ahead = int64_t{depth_} + threads_;
+  for (;;) {
+    int64_t index;
     {
       MutexLock lock(&mu_);
-      lane = &lanes_[l];
-      while (!stopped_ && static_cast<int>(lane->queue.size()) >= lane_depth) changed_.Wait(&mu_);
-      if (stopped_) return;
+      while (!stopped_ && claimed_ < end_ && claimed_ >= popped_ + ahead) changed_.Wait(&mu_);
+      if (stopped_ || claimed_ >= end_) return;
+      index = claimed_++;
     }
-    // The source runs unlocked: Pop, Stop and the other lanes go on.
+    // The source runs unlocked: Pop, Stop and the other threads go on.
     std::optional<HostBatch> batch;
     std::exception_ptr error;
     try {
-      batch = Make(*lane, index);
+      batch = Make(*reader, index);
     } catch (...) {
       error = std::current_exception();
     }
+    // Declared after `batch`, so that a batch made past the end dies
+    // unlocked (its tensors' vars are deleted through the engine).
     MutexLock lock(&mu_);
-    if (stopped_) return;  // `batch` is dropped with the queues
+    if (stopped_) return;
     if (error || !batch) {
-      lane->error = error;
-      lane->done = true;
+      // Every index before this one is claimed: this thread has no more to do.
+      if (index < end_) {
+        end_ = index;
+        error_ = error;
+      }
       changed_.SignalAll();
       return;
     }
-    lane->queue.push_back(std::move(*batch));
+    if (index < end_) ready_.emplace(index, std::move(*batch));
     changed_.SignalAll();
   }
 }
 
 std::optional<HostBatch> Loader::Pop() {
   MutexLock lock(&mu_);
-  Lane& lane = lanes_[popped_ % threads_];
-  while (lane.queue.empty() && !lane.done && !stopped_) changed_.Wait(&mu_);
+  while (!stopped_ && popped_ < end_ && !ready_.contains(popped_)) changed_.Wait(&mu_);
   if (stopped_) return std::nullopt;
-  if (!lane.queue.empty()) {
-    HostBatch batch = std::move(lane.queue.front());
-    lane.queue.pop_front();
+  if (auto it = ready_.find(popped_); it != ready_.end()) {
+    HostBatch batch = std::move(it->second);
+    ready_.erase(it);
     ++popped_;
     position_ = batch.position;
     changed_.SignalAll();
     return batch;
   }
   // The end or the error sits at this batch: every later one lies past it.
-  if (lane.error) std::rethrow_exception(lane.error);
+  if (error_) std::rethrow_exception(error_);
   return std::nullopt;
 }
 
 void Loader::Stop() {
-  std::vector<std::deque<HostBatch>> dropped;
+  absl::flat_hash_map<int64_t, HostBatch> dropped;
   {
     MutexLock lock(&mu_);
     stopped_ = true;
-    for (Lane& lane : lanes_) dropped.push_back(std::exchange(lane.queue, {}));
+    dropped.swap(ready_);
     changed_.SignalAll();
   }
   {

@@ -5,24 +5,30 @@
 // process has a GPU (so that the step's host-to-device copy is a DMA) and
 // plain host memory otherwise; the training thread pops ready batches.
 //
-// Lanes. One thread reads the source straight through. Where the source
+// Threads. One thread reads the source straight through. Where the source
 // forks (BatchSource::Fork: the synthetic source) and more threads are
-// asked, each lane thread owns a reader and makes every threads-th batch
-// (lane l makes batches l, l + threads, ...: a Seek and a Next each), and
-// Pop takes them round the lanes: the same batches in the same order as
-// one thread, made several at a time. A Zipf batch of 8192 x 26 takes a
-// core about 16 ms, which one thread cannot hide behind a GPU step.
+// asked, each thread owns a reader and, whenever it is free, claims the
+// next batch not yet claimed (a Seek and a Next on its reader); Pop hands
+// them out in source order: the same batches in the same order as one
+// thread, made several at a time. A Zipf batch of 8192 x 26 takes a core
+// about 16 ms, which one thread cannot hide behind a GPU step. Claiming,
+// rather than giving thread t every threads-th batch, matters on a busy
+// host: a thread that shares its core with another (an engine worker's
+// spin) makes fewer batches instead of holding up every threads-th step.
+// On an H200 host with 8 fixed lanes, one slow lane made every 8th step of
+// ember-train 3x its median (docs/benchmarks.md, Train).
 //
-// State model. Running: the lanes fill their queues, each waiting while
-// its own is full. Then exactly one of: ended (the source returned
+// State model. Running: the threads claim and make batches, each waiting
+// while depth + threads are claimed and not popped. Then exactly one of: ended (the source returned
 // nullopt), failed (the source threw) or stopped (Stop() or the
 // destructor). Pop() returns the batches in source order; after the last
 // one it returns nullopt when ended, rethrows the source's exception (the
 // InvalidArgument naming file, line and field) at this and every later Pop
 // when failed, and returns nullopt when stopped. No batch before the end
-// or the error is lost. Stop() never waits for the consumer: it wakes the
-// threads whether the queues are full or not, waits only for the batches
-// in the making (one Next each), and drops what is queued.
+// or the error is lost; batches a thread made past them are dropped.
+// Stop() never waits for the consumer: it wakes the threads whether they
+// wait or not, waits only for the batches in the making (one Next each),
+// and drops what is ready.
 //
 // Thread safety: thread-safe. One consumer pops at a time; Stop() may come
 // from any thread, also while another thread waits in Pop() (which then
@@ -32,12 +38,14 @@
 // happens before Pop() returns it; the tensors have no pending op.
 
 #include <cstdint>
-#include <deque>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "engine/base/mutex.h"
 #include "engine/engine.h"
@@ -48,10 +56,15 @@
 namespace ember::train {
 
 struct LoaderOptions {
-  // Batches made ahead, >= 1: at most max(depth, threads) are held at once
-  // (each lane holds at least one).
+  // Batches made ahead and waiting for Pop, >= 1: at most depth + threads
+  // are claimed and not yet popped (depth ready, one in the making per
+  // thread), so that a thread's batch is wanted depth steps after it was
+  // claimed at the earliest.
   int depth = 4;
-  // Lane threads, >= 0; 0 picks half the machine's cores, at most 8. A
+  // Threads, >= 0; 0 picks all the machine's cores but four (for the
+  // training thread and the engine's workers), at least 1 and at most 16:
+  // on a 16-core H200 host 8 threads left every 6th to 9th step of the GPU
+  // preset waiting for its batch, 12 none (docs/benchmarks.md, Train). A
   // source that does not fork gets one.
   int threads = 0;
   // The batches' memory: by default kPinned when GpuCount() > 0, else kCpu.
@@ -90,32 +103,30 @@ class Loader {
   [[nodiscard]] int threads() const { return threads_; }
 
  private:
-  // One thread's share: every threads()-th batch, from its own reader.
-  struct Lane {
-    BatchSource* source = nullptr;  // source_ or forks_[l - 1]
-    std::deque<HostBatch> queue;
-    bool done = false;  // ended or failed at this lane's next batch
-    std::exception_ptr error;
-  };
-
-  void Run(int lane);
-  // Batch `index` from `lane`'s reader, or nullopt past the end.
-  std::optional<HostBatch> Make(Lane& lane, int64_t index);
+  void Run(BatchSource* reader);
+  // Batch `index` from `reader`, or nullopt past the end.
+  std::optional<HostBatch> Make(BatchSource& reader, int64_t index);
 
   const BatchMemory memory_;
   const int depth_;
   // Used by the threads alone until they have been joined.
   std::unique_ptr<BatchSource> source_;
   std::vector<std::unique_ptr<BatchSource>> forks_;
-  const int threads_;    // lanes: 1 + forks_.size()
+  const int threads_;    // 1 + forks_.size(): source_ and each fork a thread's reader
   const int64_t start_;  // the source's position at construction
 
   Mutex mu_;
-  CondVar changed_;  // a queue or the state changed
-  std::vector<Lane> lanes_ ABSL_GUARDED_BY(mu_);
-  int64_t popped_ ABSL_GUARDED_BY(mu_) = 0;    // batches Pop returned
-  int64_t position_ ABSL_GUARDED_BY(mu_);      // after the last of them
-  bool stopped_ ABSL_GUARDED_BY(mu_) = false;  // Stop() asked
+  CondVar changed_;  // a batch, a claim's room or the state changed
+  // Made and not yet popped, by index (batches since construction).
+  absl::flat_hash_map<int64_t, HostBatch> ready_ ABSL_GUARDED_BY(mu_);
+  int64_t claimed_ ABSL_GUARDED_BY(mu_) = 0;  // the next index to claim
+  // The first index past the source's end or at its error; every batch
+  // before it is returned, none after.
+  int64_t end_ ABSL_GUARDED_BY(mu_) = std::numeric_limits<int64_t>::max();
+  std::exception_ptr error_ ABSL_GUARDED_BY(mu_);  // the source's, at end_
+  int64_t popped_ ABSL_GUARDED_BY(mu_) = 0;        // batches Pop returned
+  int64_t position_ ABSL_GUARDED_BY(mu_);          // after the last of them
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;      // Stop() asked
 
   Mutex join_mu_;  // serializes Stop()'s join
   std::vector<std::thread> workers_ ABSL_GUARDED_BY(join_mu_);
