@@ -80,7 +80,7 @@ class BatchSource {
   virtual void Seek(int64_t example) = 0;
 
   // A second reader of the same data for another thread (the loader's
-  // lanes): the same spec, batch size and content, standing at 0, sharing
+  // threads): the same spec, batch size and content, standing at 0, sharing
   // no mutable state with this one. Null where the source cannot be read
   // from two places at once cheaply (the default; a text file's Seek reads
   // it from the start). Cheap: no I/O or calibration is repeated.

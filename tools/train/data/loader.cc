@@ -39,7 +39,7 @@ int ChooseThreads(const LoaderOptions& options) {
   return std::clamp(static_cast<int>(std::thread::hardware_concurrency()) - 4, 1, 16);
 }
 
-// The lanes' readers after the first: as many forks as the source gives.
+// The threads' readers after the first: as many forks as the source gives.
 std::vector<std::unique_ptr<BatchSource>> Forks(const BatchSource& source, int threads) {
   std::vector<std::unique_ptr<BatchSource>> forks;
   for (int l = 1; l < threads; ++l) {

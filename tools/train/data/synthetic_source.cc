@@ -80,7 +80,7 @@ DataSpec Validate(const SyntheticOptions& o) {
 }
 
 // log |Gamma(x)|. Not std::lgamma: it writes the global signgam, a data
-// race when sources are made on several threads (ranks, loader lanes);
+// race when sources are made on several threads (ranks, loader threads);
 // lgamma_r (POSIX) returns the same value and keeps the sign local.
 double LogGamma(double x) {
   int sign = 0;
