@@ -1,9 +1,10 @@
 #pragma once
 
 // Loader: threads that make HostBatches ahead of the training step. It
-// runs a BatchSource into bounded queues, in pinned memory when the
-// process has a GPU (so that the step's host-to-device copy is a DMA) and
-// plain host memory otherwise; the training thread pops ready batches.
+// runs a BatchSource a bounded number of batches ahead, in pinned memory
+// when the process has a GPU (so that the step's host-to-device copy is a
+// DMA) and plain host memory otherwise; the training thread pops ready
+// batches.
 //
 // Threads. One thread reads the source straight through. Where the source
 // forks (BatchSource::Fork: the synthetic source) and more threads are
@@ -19,9 +20,9 @@
 // ember-train 3x its median (docs/benchmarks.md, Train).
 //
 // State model. Running: the threads claim and make batches, each waiting
-// while depth + threads are claimed and not popped. Then exactly one of: ended (the source returned
-// nullopt), failed (the source threw) or stopped (Stop() or the
-// destructor). Pop() returns the batches in source order; after the last
+// while depth + threads are claimed and not popped. Then exactly one of:
+// ended (the source returned nullopt), failed (the source threw) or
+// stopped (Stop() or the destructor). Pop() returns the batches in source order; after the last
 // one it returns nullopt when ended, rethrows the source's exception (the
 // InvalidArgument naming file, line and field) at this and every later Pop
 // when failed, and returns nullopt when stopped. No batch before the end
@@ -64,8 +65,9 @@ struct LoaderOptions {
   // Threads, >= 0; 0 picks all the machine's cores but four (for the
   // training thread and the engine's workers), at least 1 and at most 16:
   // on a 16-core H200 host 8 threads left every 6th to 9th step of the GPU
-  // preset waiting for its batch, 12 none (docs/benchmarks.md, Train). A
-  // source that does not fork gets one.
+  // preset waiting for its batch (P90 up to twice the P50), 12 kept the P90
+  // within 1.3x of the P50 (docs/benchmarks.md, Train). A source that does
+  // not fork gets one.
   int threads = 0;
   // The batches' memory: by default kPinned when GpuCount() > 0, else kCpu.
   std::optional<storage::MemoryKind> kind = {};
