@@ -16,8 +16,12 @@
 
 namespace ember::bench {
 
+// Round trips a probe makes by default: a few ms, long enough to average
+// over the host's jitter, short enough to sit between two runs.
+inline constexpr int kRoundTrips = 20000;
+
 // The mean of `trips` round trips of one cache line between the calling
-// thread and a thread started for the purpose (both spin; a few ms).
-[[nodiscard]] double CoreRoundTripNs(int trips = 20000);
+// thread and a thread started for the purpose (both spin).
+[[nodiscard]] double CoreRoundTripNs(int trips = kRoundTrips);
 
 }  // namespace ember::bench

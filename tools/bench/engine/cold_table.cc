@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tools/bench/common/core_round_trip.h"
 #include "tools/bench/common/table_printer.h"
 #include "tools/bench/engine/cold_cases.h"
 #include "tools/bench/engine/dag_push.h"
@@ -16,11 +17,6 @@ namespace {
 constexpr double kVsTbbGoal = 2.5;
 constexpr double kVsStarPUGoal = 10;
 constexpr double kSpreadGoal = 1.3;
-
-constexpr char kRoundTripNote[] =
-    "inter-core round trip: one cache line from the child's main thread to another thread and "
-    "back, the mean of 20,000 trips before the engine or peer starts and after it stops; on a VM "
-    "it follows where the host runs the vCPUs at that moment";
 
 std::string EngineColumn(const std::string& engine, PushPath path) {
   return absl::StrCat(engine, " ", PushPathName(path));
@@ -109,7 +105,11 @@ Table MakeColdTable(const EngineBenchOptions& options, Results* results,
                       "then the median; PerDevice cpu_workers=%d, ThreadedEngine pool_workers=%d",
                       options.cold_repeat, options.cpu_workers, options.pool_workers),
   };
-  table.notes.emplace_back(kRoundTripNote);
+  table.notes.push_back(absl::StrFormat(
+      "inter-core round trip: one cache line from the child's main thread to another thread and "
+      "back, the mean of %s trips before the engine or peer starts and after it stops; on a VM "
+      "it follows where the host runs the vCPUs at that moment",
+      WithCommas(kRoundTrips)));
   for (std::string& note : notes) table.notes.push_back(std::move(note));
   return table;
 }
