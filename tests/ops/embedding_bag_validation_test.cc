@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -98,6 +99,40 @@ TEST_P(ValidateTbeBatchTest, PassesGoodBatches) {
       EXPECT_NO_THROW(ValidateTbeBatch(p.tables(), t.batch(p.batch_size)))
           << p.indices.size() << " indices in " << p.batch_size << " bags a table";
     }
+  }
+}
+
+// A good batch with one bad entry, wherever it is: an index one past its
+// table's rows or negative, in every table's first, middle and last place;
+// an offset below the one before it. The scan of a good batch is a fast
+// pass without early exits; each of these must still be found and named.
+TEST_P(ValidateTbeBatchTest, FindsOneBadEntryWhereverItIs) {
+  std::mt19937_64 rng(7);
+  const TbeProblem good = RandomTbeProblem(rng, {50, 7, 300}, {2, 3, 4}, 9, 4, false, DType::kF32);
+  for (int t = 0; t < good.num_tables(); ++t) {
+    const int64_t begin = good.offsets[t * good.batch_size];
+    const int64_t end = good.offsets[(t + 1) * good.batch_size];
+    ASSERT_LT(begin, end) << "table " << t << " has no indices to spoil";
+    for (int64_t i : {begin, (begin + end) / 2, end - 1}) {
+      for (int64_t value : {good.rows[t], int64_t{-1}}) {
+        TbeProblem p = good;
+        p.indices[i] = value;
+        for (DType index_dtype : {DType::kI32, DType::kI64}) {
+          const std::string error = ValidateError(p, index_dtype);
+          EXPECT_THAT(error, HasSubstr(fmt::format("table {}, bag ", t)));
+          EXPECT_THAT(error, HasSubstr(fmt::format("index {} is out of range [0, {}) (indices[{}])",
+                                                   value, good.rows[t], i)));
+        }
+      }
+    }
+  }
+  for (std::size_t g = 1; g + 1 < good.offsets.size(); ++g) {
+    if (good.offsets[g] == 0) continue;
+    TbeProblem p = good;
+    p.offsets[g] = good.offsets[g - 1] - 1;
+    if (p.offsets[g] < 0) continue;
+    EXPECT_THAT(ValidateError(p, DType::kI64), HasSubstr("offsets must not decrease"))
+        << "offsets[" << g << "]";
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "tools/train/data/loader.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -190,6 +191,36 @@ TEST_F(LoaderTest, AThreadsErrorArrivesAfterTheBatchesBeforeItWhateverTheOthersM
   for (int i = 0; i < 2; ++i) {
     ExpectThrowWith<InvalidArgument>([&] { (void)loader.Pop(); }, {"[FailingSource] bad batch"});
   }
+}
+
+// The check runs on every batch, on the loader's threads (the thread that
+// made it), and its error is the batch's, as a source's would be.
+TEST_F(LoaderTest, TheCheckRunsOnEveryBatchAndItsErrorIsTheBatchs) {
+  Mutex mu;
+  std::vector<int64_t> checked;
+  std::vector<std::thread::id> checkers;
+  auto check = [&](const HostBatch& batch) {
+    MutexLock lock(&mu);
+    checked.push_back(batch.position);
+    checkers.push_back(std::this_thread::get_id());
+    if (batch.position == 6 * 64) throw InvalidArgument("[check] bad batch");
+  };
+  Loader loader(*engine_, std::make_unique<SyntheticSource>(Small(kEndless)),
+                {.depth = 2, .threads = 3, .check = check});
+  for (int64_t i = 1; i <= 5; ++i) {
+    std::optional<HostBatch> batch = loader.Pop();
+    ASSERT_TRUE(batch.has_value());
+    EXPECT_EQ(batch->position, i * 64);
+  }
+  for (int i = 0; i < 2; ++i) {
+    ExpectThrowWith<InvalidArgument>([&] { (void)loader.Pop(); }, {"[check] bad batch"});
+  }
+  loader.Stop();
+  MutexLock lock(&mu);
+  for (int64_t i = 1; i <= 6; ++i) {
+    EXPECT_NE(std::find(checked.begin(), checked.end(), i * 64), checked.end()) << "batch " << i;
+  }
+  for (std::thread::id id : checkers) EXPECT_NE(id, std::this_thread::get_id());
 }
 
 // A thread that shares its core with a busy one makes its batch late; the

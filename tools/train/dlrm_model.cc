@@ -80,7 +80,7 @@ void DlrmModel::Initialize() {
   FillHome(config_, tbe_->tables(), home.data());
 }
 
-void DlrmModel::Upload(BatchState& state, const HostBatch& batch) {
+void DlrmModel::CheckBatch(const HostBatch& batch) const {
   static constexpr char kWhere[] = "[DlrmModel::Upload]";
   const int64_t b = batch.batch_size;
   const int64_t t = config_.num_tables();
@@ -102,7 +102,10 @@ void DlrmModel::Upload(BatchState& state, const HostBatch& batch) {
     const ops::TbeBatch host_view{&batch.indices, &batch.offsets, nullptr, b};
     ops::ValidateTbeBatch(tbe_->tables(), host_view);
   }
+}
 
+void DlrmModel::Upload(BatchState& state, const HostBatch& batch, bool checked) {
+  if (!checked) CheckBatch(batch);
   dense_.Upload(state, batch);
   const int64_t n = batch.indices.numel();
   if (!state.locations || state.locations->capacity() < n) {

@@ -80,8 +80,10 @@ class Trainer::Loop {
     }
     loader_ = std::make_unique<Loader>(
         engine_, std::move(t_.train_),
-        LoaderOptions{
-            .depth = o_.loader_depth, .threads = o_.loader_threads, .kind = memory_.kind});
+        LoaderOptions{.depth = o_.loader_depth,
+                      .threads = o_.loader_threads,
+                      .kind = memory_.kind,
+                      .check = [this](const HostBatch& batch) { model_.CheckBatch(batch); }});
     result_.first_step = step_;
     reported_ = step_;
     recorder_.Resume();  // step times start now, not at the initialization
@@ -157,7 +159,8 @@ class Trainer::Loop {
   BatchState& Admit(int64_t step, const HostBatch& batch) {
     BatchState& state = ring_[static_cast<std::size_t>(step % o_.pipeline_depth)];
     if (state.step >= 0) WaitStep(state);
-    AtStep(step, [&] { model_.Upload(state, batch); });
+    // The loader's threads checked the batch (Run's LoaderOptions::check).
+    AtStep(step, [&] { model_.Upload(state, batch, /*checked=*/true); });
     state.step = step;
     return state;
   }

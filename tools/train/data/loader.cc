@@ -60,6 +60,7 @@ Loader::Loader(engine::Engine& engine, std::unique_ptr<BatchSource> source,
       forks_(source_ == nullptr ? decltype(forks_){} : Forks(*source_, ChooseThreads(options))),
       threads_(1 + static_cast<int>(forks_.size())),
       start_(source_ == nullptr ? 0 : source_->position()),
+      check_(options.check),
       position_(start_) {
   if (source_ == nullptr) throw InvalidArgument("[Loader] no source given");
   if (depth_ < 1) throw InvalidArgument(absl::StrCat("[Loader] depth ", depth_, " is below 1"));
@@ -94,6 +95,7 @@ void Loader::Run(BatchSource* reader) {
     std::exception_ptr error;
     try {
       batch = Make(*reader, index);
+      if (batch && check_) check_(*batch);
     } catch (...) {
       error = std::current_exception();
     }

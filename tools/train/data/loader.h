@@ -21,15 +21,14 @@
 //
 // State model. Running: the threads claim and make batches, each waiting
 // while depth + threads are claimed and not popped. Then exactly one of:
-// ended (the source returned nullopt), failed (the source threw) or
-// stopped (Stop() or the destructor). Pop() returns the batches in source order; after the last
-// one it returns nullopt when ended, rethrows the source's exception (the
-// InvalidArgument naming file, line and field) at this and every later Pop
-// when failed, and returns nullopt when stopped. No batch before the end
-// or the error is lost; batches a thread made past them are dropped.
-// Stop() never waits for the consumer: it wakes the threads whether they
-// wait or not, waits only for the batches in the making (one Next each),
-// and drops what is ready.
+// ended (the source returned nullopt), failed (the source or the check
+// threw) or stopped (Stop() or the destructor). Pop() returns the batches
+// in source order; after the last one it returns nullopt when ended,
+// rethrows the source's exception (the InvalidArgument naming file, line
+// and field) or the check's at this and every later Pop when failed, and returns nullopt when
+// stopped. No batch before the end or the error is lost; batches a thread made past them are
+// dropped. Stop() never waits for the consumer: it wakes the threads whether they wait or not,
+// waits only for the batches in the making (one Next each), and drops what is ready.
 //
 // Thread safety: thread-safe. One consumer pops at a time; Stop() may come
 // from any thread, also while another thread waits in Pop() (which then
@@ -40,6 +39,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -71,6 +71,11 @@ struct LoaderOptions {
   int threads = 0;
   // The batches' memory: by default kPinned when GpuCount() > 0, else kCpu.
   std::optional<storage::MemoryKind> kind = {};
+  // Run by the thread that made a batch, on it, before it is ready (e.g.
+  // DlrmModel::CheckBatch): a check costs the training thread nothing and
+  // runs threads-wide. What it throws is that batch's error, as if the
+  // source had thrown there (see the state model). Must be thread-safe.
+  std::function<void(const HostBatch&)> check = {};
 };
 
 class Loader {
@@ -116,6 +121,7 @@ class Loader {
   std::vector<std::unique_ptr<BatchSource>> forks_;
   const int threads_;    // 1 + forks_.size(): source_ and each fork a thread's reader
   const int64_t start_;  // the source's position at construction
+  const std::function<void(const HostBatch&)> check_;
 
   Mutex mu_;
   CondVar changed_;  // a batch, a claim's room or the state changed
