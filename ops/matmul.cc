@@ -26,7 +26,7 @@ int CheckIntDim(std::string_view arg, const Tensor& tensor, int64_t dim) {
 }  // namespace
 
 void Matmul(const Tensor& a, const Tensor& b, Tensor& c, bool transpose_a, bool transpose_b,
-            float alpha, float beta) {
+            float alpha, float beta, MatmulPrecision precision) {
   internal::CheckF32Rank(kOp, "a", a, 2);
   internal::CheckF32Rank(kOp, "b", b, 2);
   internal::CheckF32Rank(kOp, "c", c, 2);
@@ -45,6 +45,7 @@ void Matmul(const Tensor& a, const Tensor& b, Tensor& c, bool transpose_a, bool 
                                   .transpose_b = transpose_b,
                                   .alpha = alpha,
                                   .beta = beta,
+                                  .tf32 = precision == MatmulPrecision::kTensorFloat32,
                                   .a = a.data<float>(),
                                   .b = b.data<float>(),
                                   .c = c.data<float>()};

@@ -14,18 +14,30 @@
 //
 // Numerics: f32 inputs and products with f32 accumulation; the order of the
 // sums is the library's, so the CPU and the GPU agree to rounding (a few
-// ulp times sqrt(K)), not bit for bit. cuBLAS runs without TF32 (its
-// default math mode for cublasSgemm).
+// ulp times sqrt(K)), not bit for bit. By default cuBLAS runs without TF32
+// (its default math mode for cublasSgemm); see MatmulPrecision.
 //
 // Thread safety: thread-safe (pushes an engine op). The tensors must stay
 // alive until the op has run (a Tensor's deletion is deferred through the
 // engine, so destroying it is safe).
+
+#include <cstdint>
 
 #include "storage/tensor.h"
 
 namespace ember::ops {
 
 using storage::Tensor;
+
+// What a GPU's matmul may trade for speed. kFloat32: f32 multiplies, as
+// cublasSgemm does by default. kTensorFloat32 allows (as PyTorch's
+// allow_tf32 does) tensor cores that round each input to TF32 (a 10-bit
+// mantissa, about 5e-4 relative) and accumulate in f32: several times the
+// f32 rate on Ampere and later GPUs, with a product's relative error about
+// 1e-3 instead of 1e-6, which training tolerates and a comparison of bits
+// does not. An allowance, not a demand: the CPU kernel computes f32 either
+// way, so the result depends on the device.
+enum class MatmulPrecision : uint8_t { kFloat32, kTensorFloat32 };
 
 // C = alpha * op(A) op(B) + beta * C (see above). a, b, c: 2-D f32 tensors
 // on one context of one engine; c is [M, N] and distinct from a and b.
@@ -36,6 +48,7 @@ using storage::Tensor;
 // takes int), an aliased c, or tensors on two contexts. A cuBLAS failure is
 // the op's error (a CudaError naming the call), thrown by a wait on c.
 void Matmul(const Tensor& a, const Tensor& b, Tensor& c, bool transpose_a = false,
-            bool transpose_b = false, float alpha = 1.0f, float beta = 0.0f);
+            bool transpose_b = false, float alpha = 1.0f, float beta = 0.0f,
+            MatmulPrecision precision = MatmulPrecision::kFloat32);
 
 }  // namespace ember::ops

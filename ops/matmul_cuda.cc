@@ -1,4 +1,7 @@
-// The CUDA matmul kernel: one cublasSgemm on the op's stream.
+// The CUDA matmul kernel: one cublasSgemm on the op's stream, or where TF32
+// is allowed one cublasGemmEx computing in CUBLAS_COMPUTE_32F_FAST_TF32
+// (the precision is the call's, not the handle's math mode, which a
+// thread's handle would carry over to its next matmul).
 //
 // Handles. A cuBLAS handle belongs to the device that was current when it
 // was made, and making one costs milliseconds, so each thread keeps one per
@@ -83,11 +86,20 @@ void MatmulCuda(const MatmulArgs& args, void* stream, std::string_view op) {
   if (args.m == 0 || args.n == 0) return;
   thread_local ThreadHandles handles;
   cublasHandle_t handle = handles.For(static_cast<cudaStream_t>(stream), op);
+  const cublasOperation_t op_b = args.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = args.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (!args.tf32) {
+    CublasCheck(
+        cublasSgemm(handle, op_b, op_a, args.n, args.m, args.k, &args.alpha, args.b,
+                    LeadingDimB(args), args.a, LeadingDimA(args), &args.beta, args.c, args.n),
+        "cublasSgemm", op);
+    return;
+  }
   CublasCheck(
-      cublasSgemm(handle, args.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                  args.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, args.n, args.m, args.k, &args.alpha,
-                  args.b, LeadingDimB(args), args.a, LeadingDimA(args), &args.beta, args.c, args.n),
-      "cublasSgemm", op);
+      cublasGemmEx(handle, op_b, op_a, args.n, args.m, args.k, &args.alpha, args.b, CUDA_R_32F,
+                   LeadingDimB(args), args.a, CUDA_R_32F, LeadingDimA(args), &args.beta, args.c,
+                   CUDA_R_32F, args.n, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx", op);
 }
 
 }  // namespace ember::ops::internal

@@ -74,6 +74,9 @@ ABSL_FLAG(std::string, optimizer, "adagrad",
 ABSL_FLAG(double, lr, 0.05,
           "learning rate of the dense parameters (CPU preset 0.05, GPU preset 0.01)");
 ABSL_FLAG(double, embedding_lr, 0.0, "learning rate of the tables (0: --lr)");
+ABSL_FLAG(bool, tf32, false,
+          "let the MLPs' matmuls use TF32 tensor cores on a GPU (faster; not bit-comparable "
+          "with the CPU)");
 ABSL_FLAG(int64_t, steps, 2500,
           "training steps (CPU preset 2500, GPU preset 3000); 0: until the data ends");
 ABSL_FLAG(std::string, schedule, "prefetch",
@@ -429,6 +432,7 @@ Command FromFlags() {
   CheckRange("embedding_lr", embedding_lr, 1e-12, 1e3);
   m.optimizer.dense_lr = static_cast<float>(lr);
   m.optimizer.embedding_lr = static_cast<float>(embedding_lr);
+  if (absl::GetFlag(FLAGS_tf32)) m.matmul_precision = ember::ops::MatmulPrecision::kTensorFloat32;
   m.seed = absl::GetFlag(FLAGS_seed);
   m.Validate();
 

@@ -21,6 +21,7 @@ struct MatmulArgs {
   bool transpose_b = false;
   float alpha = 1.0f;
   float beta = 0.0f;
+  bool tf32 = false;         // the GPU may use TF32 tensor cores (MatmulPrecision)
   const float* a = nullptr;  // stored [m, k], or [k, m] when transposed
   const float* b = nullptr;  // stored [k, n], or [n, k] when transposed
   float* c = nullptr;        // [m, n]

@@ -5,6 +5,8 @@
 // multiply-adds only: 1e-5 relative plus a small absolute term scaled by
 // the number of terms summed, as in the CPU tests.
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -69,6 +71,35 @@ TEST_P(DenseCudaTest, Matmul) {
   Matmul(empty_a.cpu, empty_b.cpu, c.cpu, false, false, 1.0f, 2.0f);
   Matmul(empty_a.gpu, empty_b.gpu, c.gpu, false, false, 1.0f, 2.0f);
   ExpectMatch(c, 0, 0, "K == 0");
+}
+
+// With TF32 allowed the GPU's product is within TF32's rounding of the
+// CPU's f32 one (inputs rounded to 10 mantissa bits: a relative error of
+// at most 2^-11 each, about 1e-3 a product) and, on a GPU with tensor
+// cores, measurably further from it than the f32 product: TF32 was used.
+TEST_P(DenseCudaTest, MatmulWithTensorFloat32) {
+  const int m = 128, n = 96, k = 512;
+  for (bool tb : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "tb=" << tb);
+    Twins a = RandomTwins({m, k});
+    Twins b = RandomTwins(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
+    Twins c = RandomTwins({m, n});
+    Tensor f32 = Empty({m, n}, kGpu);
+    Matmul(a.gpu, b.gpu, f32, false, tb);
+    Matmul(a.cpu, b.cpu, c.cpu, false, tb);
+    Matmul(a.gpu, b.gpu, c.gpu, false, tb, 1.0f, 0.0f, MatmulPrecision::kTensorFloat32);
+    // |a_i b_i| averages 1/4 on U(-1, 1): each sum's terms total about k / 4.
+    ExpectMatch(c, 0, 2e-3 * k / 4, "c with TF32");
+    const std::vector<float> want = ToHost<float>(c.cpu);
+    const std::vector<float> got_f32 = ToHost<float>(f32);
+    const std::vector<float> got_tf32 = ToHost<float>(c.gpu);
+    double err_f32 = 0, err_tf32 = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      err_f32 = std::max<double>(err_f32, std::abs(got_f32[i] - want[i]));
+      err_tf32 = std::max<double>(err_tf32, std::abs(got_tf32[i] - want[i]));
+    }
+    EXPECT_GT(err_tf32, 10 * err_f32) << "TF32 allowed, yet the product is as exact as f32's";
+  }
 }
 
 // Split-K shapes (small C, long K) are the ones that use cuBLAS's

@@ -73,6 +73,19 @@ TEST_P(MatmulTest, BetaZeroDoesNotReadC) {
   ExpectClose(ToHost<float>(c), Reference(a, b, {}, 4, 2, 3, false, false, 1, 0), 1e-5, 1e-5, "c");
 }
 
+// TF32 is an allowance for the GPU: the CPU computes f32 either way, the
+// same bits as without it.
+TEST_P(MatmulTest, TensorFloat32LeavesTheCpuInFloat32) {
+  std::vector<float> a, b;
+  Tensor ta = Random({33, 70}, &a);
+  Tensor tb = Random({70, 17}, &b);
+  Tensor f32 = Empty({33, 17});
+  Tensor tf32 = Empty({33, 17});
+  Matmul(ta, tb, f32);
+  Matmul(ta, tb, tf32, false, false, 1.0f, 0.0f, MatmulPrecision::kTensorFloat32);
+  EXPECT_EQ(ToHost<float>(tf32), ToHost<float>(f32));
+}
+
 TEST_P(MatmulTest, EmptyDimensions) {
   Tensor a = Empty({3, 0});
   Tensor b = Empty({0, 2});

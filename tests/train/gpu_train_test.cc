@@ -3,7 +3,7 @@
 // checkpoint + resume equal to training straight; and the GPU run close to
 // the CPU run of the same model and data (their matmuls round differently:
 // cuBLAS and the CPU BLAS sum in other orders, so 1e-3 relative on the
-// losses of 20 steps).
+// losses of 20 steps); TF32 matmuls close to f32 ones.
 //
 // cuBLAS gives run-to-run identical results for a fixed workspace setting;
 // CUBLAS_WORKSPACE_CONFIG is set before any engine (and so any cuBLAS
@@ -114,6 +114,21 @@ TEST_P(GpuTrainTest, TheGpuRunIsCloseToTheCpuRun) {
   for (std::size_t i = 0; i < gpu.losses.size(); ++i) {
     EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * std::abs(cpu.losses[i])) << "step " << i;
   }
+}
+
+// TF32 matmuls (ModelConfig::matmul_precision) train the same model to
+// within TF32's rounding of the f32 run, and do round: the losses differ.
+TEST_P(GpuTrainTest, Tf32MatmulsTrainCloseToFloat32) {
+  ModelConfig model = TinyModel(Optimizer::kAdagrad);
+  const Outcome f32 = Train(GetParam(), TinyOptions(model, Schedule::kFused, 20, kGpu));
+  model.matmul_precision = ops::MatmulPrecision::kTensorFloat32;
+  EXPECT_NE(model.Describe().find("TF32"), std::string::npos) << model.Describe();
+  const Outcome tf32 = Train(GetParam(), TinyOptions(model, Schedule::kFused, 20, kGpu));
+  ASSERT_EQ(tf32.losses.size(), f32.losses.size());
+  for (std::size_t i = 0; i < f32.losses.size(); ++i) {
+    EXPECT_NEAR(tf32.losses[i], f32.losses[i], 1e-2 * std::abs(f32.losses[i])) << "step " << i;
+  }
+  EXPECT_NE(tf32.losses, f32.losses) << "TF32 allowed, yet every loss is f32's to the bit";
 }
 
 INSTANTIATE_TEST_SUITE_P(Train, GpuTrainTest,

@@ -32,9 +32,9 @@ DlrmDense::DlrmDense(engine::Engine& engine, const ModelConfig& config, engine::
       config_(config),
       ctx_(ctx),
       bottom_(engine, ctx, config.bottom_sizes(), /*relu_last=*/true, config.optimizer.kind,
-              "bottom", grad_slices),
+              "bottom", grad_slices, config.matmul_precision),
       top_(engine, ctx, config.top_sizes(), /*relu_last=*/false, config.optimizer.kind, "top",
-           grad_slices) {}
+           grad_slices, config.matmul_precision) {}
 
 void DlrmDense::Initialize(uint64_t seed) {
   bottom_.Initialize(ops::RandomBits(seed, kBottomStream));

@@ -14,14 +14,15 @@
 namespace ember::train {
 
 Mlp::Mlp(engine::Engine& engine, engine::Context ctx, std::vector<int64_t> sizes, bool relu_last,
-         Optimizer optimizer, std::string name, int grad_slices)
+         Optimizer optimizer, std::string name, int grad_slices, ops::MatmulPrecision precision)
     : engine_(engine),
       ctx_(ctx),
       sizes_(std::move(sizes)),
       relu_last_(relu_last),
       optimizer_(optimizer),
       name_(std::move(name)),
-      grad_slices_(grad_slices) {
+      grad_slices_(grad_slices),
+      precision_(precision) {
   if (sizes_.size() < 2) {
     throw InvalidArgument(fmt::format(
         "[Mlp] {}: {} sizes; an MLP needs its input and at least one layer", name_, sizes_.size()));
@@ -96,7 +97,8 @@ void Mlp::Forward(const Tensor& x, Activations& act) const {
   const Tensor* input = &x;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     Tensor& y = act.out[l];
-    ops::Matmul(*input, layers_[l].weight.value, y, /*transpose_a=*/false, /*transpose_b=*/true);
+    ops::Matmul(*input, layers_[l].weight.value, y, /*transpose_a=*/false, /*transpose_b=*/true,
+                1.0f, 0.0f, precision_);
     if (l + 1 < layers_.size() || relu_last_) {
       ops::AddBiasRelu(y, layers_[l].bias.value);
     } else {
@@ -115,7 +117,9 @@ void Mlp::Backward(const Tensor& x, Activations& act, Tensor& dy, Tensor* dx) {
     if (l + 1 < layers_.size() || relu_last_) ops::ReluGrad(*g, act.out[l], *g);
     ParamGrads(layer, *g, l == 0 ? x : act.out[l - 1], act, l);
     Tensor* grad_in = l == 0 ? dx : &act.grad_in[l];
-    if (grad_in != nullptr) ops::Matmul(*g, layer.weight.value, *grad_in);
+    if (grad_in != nullptr) {
+      ops::Matmul(*g, layer.weight.value, *grad_in, false, false, 1.0f, 0.0f, precision_);
+    }
     g = grad_in;
   }
 }
@@ -123,7 +127,7 @@ void Mlp::Backward(const Tensor& x, Activations& act, Tensor& dy, Tensor* dx) {
 void Mlp::ParamGrads(Layer& layer, const Tensor& g, const Tensor& x, Activations& act,
                      std::size_t l) {
   if (grad_slices_ == 1) {
-    ops::Matmul(g, x, layer.weight.grad, /*transpose_a=*/true);
+    ops::Matmul(g, x, layer.weight.grad, /*transpose_a=*/true, false, 1.0f, 0.0f, precision_);
     ops::BiasGrad(g, layer.bias.grad);
     return;
   }
@@ -135,7 +139,7 @@ void Mlp::ParamGrads(Layer& layer, const Tensor& g, const Tensor& x, Activations
     ops::SliceRows(x, s * rows, x_s);
     Tensor& dw = s == 0 ? layer.weight.grad : layer.weight.part;
     Tensor& db = s == 0 ? layer.bias.grad : layer.bias.part;
-    ops::Matmul(g_s, x_s, dw, /*transpose_a=*/true);
+    ops::Matmul(g_s, x_s, dw, /*transpose_a=*/true, false, 1.0f, 0.0f, precision_);
     ops::BiasGrad(g_s, db);
     if (s == 0) continue;
     ops::Add(layer.weight.grad, dw, layer.weight.grad);

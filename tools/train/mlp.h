@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "ops/matmul.h"
 #include "storage/tensor.h"
 #include "tools/train/model_config.h"
 
@@ -54,8 +55,10 @@ class Mlp {
   // uninitialized until Initialize; their optimizer state (zeroed) as
   // `optimizer` needs. `name` prefixes the tensors' names ("bottom").
   // `grad_slices`: S above (1: one product over the whole batch).
+  // `precision`: what its products may use on a GPU (ops/matmul.h).
   Mlp(engine::Engine& engine, engine::Context ctx, std::vector<int64_t> sizes, bool relu_last,
-      Optimizer optimizer, std::string name, int grad_slices = 1);
+      Optimizer optimizer, std::string name, int grad_slices = 1,
+      ops::MatmulPrecision precision = ops::MatmulPrecision::kFloat32);
   Mlp(const Mlp&) = delete;
   Mlp& operator=(const Mlp&) = delete;
 
@@ -112,6 +115,7 @@ class Mlp {
   const Optimizer optimizer_;
   const std::string name_;
   const int grad_slices_;
+  const ops::MatmulPrecision precision_;
   std::vector<Layer> layers_;
 };
 

@@ -154,10 +154,11 @@ std::vector<std::string> ModelConfig::ShapeDifferences(const ModelConfig& checkp
 
 std::string ModelConfig::Describe() const {
   const int64_t rows = std::accumulate(table_rows.begin(), table_rows.end(), int64_t{0});
-  return fmt::format("{} dense -> {}, {} tables x {} ({} rows, {}) -> {} dots -> {}, {}", num_dense,
-                     Widths(bottom_sizes()), num_tables(), embedding_dim, rows,
+  const bool tf32 = matmul_precision == ops::MatmulPrecision::kTensorFloat32;
+  return fmt::format("{} dense -> {}, {} tables x {} ({} rows, {}) -> {} dots -> {}, {}{}",
+                     num_dense, Widths(bottom_sizes()), num_tables(), embedding_dim, rows,
                      storage::ToString(embedding_dtype), interaction_pairs(), Widths(top_sizes()),
-                     ToString(optimizer.kind));
+                     ToString(optimizer.kind), tf32 ? ", TF32 matmuls" : "");
 }
 
 }  // namespace ember::train

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ops/embedding_bag.h"
+#include "ops/matmul.h"
 #include "storage/dtype.h"
 
 namespace ember::train {
@@ -53,6 +54,10 @@ struct ModelConfig {
   ops::Pooling pooling = ops::Pooling::kSum;
   storage::DType embedding_dtype = storage::DType::kF32;  // f32, f16 or bf16
   OptimizerConfig optimizer;
+  // What the MLPs' products may use on a GPU: TF32 is several times faster
+  // and not bit-comparable with the CPU (ops/matmul.h). Not shape: a
+  // checkpoint loads whichever was used.
+  ops::MatmulPrecision matmul_precision = ops::MatmulPrecision::kFloat32;
   uint64_t seed = 1;  // of the initial weights
 
   [[nodiscard]] int num_tables() const { return static_cast<int>(table_rows.size()); }

@@ -162,6 +162,8 @@ def main():
     where = torch.cuda.get_device_name(dev) if cuda else "CPU"
     emit(info=f"torch {torch.__version__}, CUDA {torch.version.cuda}, {where}")
     torch.manual_seed(spec.get("seed", 1))
+    # Ember's --tf32: the same allowance for the peer's matmuls (and its bmm).
+    torch.backends.cuda.matmul.allow_tf32 = bool(spec.get("tf32", False))
 
     try:
         row_offsets = [0]

@@ -67,6 +67,9 @@ ABSL_FLAG(int64_t, batch, 8192, "examples per GPU per step");
 ABSL_FLAG(double, pooling, 2.0, "mean indices per bag");
 ABSL_FLAG(std::string, optimizer, "adagrad", "sgd, adagrad or adam");
 ABSL_FLAG(double, lr, 0.01, "learning rate");
+ABSL_FLAG(bool, tf32, false,
+          "let the MLPs' matmuls use TF32 tensor cores on a GPU (faster; not bit-comparable "
+          "with the CPU)");
 ABSL_FLAG(double, cache_fraction, 0.1,
           "each GPU's cache holds this share of all the tables' rows (its byte budget)");
 ABSL_FLAG(std::string, schedule, "sparse-dist", "baseline, sparse-dist, fused or semisync");

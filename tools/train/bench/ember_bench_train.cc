@@ -52,6 +52,9 @@ ABSL_FLAG(int64_t, batch, 8192, "examples per batch");
 ABSL_FLAG(double, pooling, 2.0, "mean indices per bag");
 ABSL_FLAG(std::string, optimizer, "adagrad", "sgd, adagrad or adam");
 ABSL_FLAG(double, lr, 0.05, "learning rate");
+ABSL_FLAG(bool, tf32, false,
+          "let the MLPs' matmuls use TF32 tensor cores on a GPU (faster; not bit-comparable "
+          "with the CPU)");
 ABSL_FLAG(int64_t, batches, 8, "distinct batches, cycled");
 ABSL_FLAG(int64_t, warmup, 20, "steps before the timed ones (at least --batches)");
 ABSL_FLAG(int64_t, steps, 200, "timed steps");
@@ -193,6 +196,7 @@ int Run() {
       .Set("optimizer", std::string(ToString(m.optimizer.kind)))
       .Set("lr", static_cast<double>(m.optimizer.dense_lr))
       .Set("embedding_lr", static_cast<double>(m.optimizer.embedding_lr))
+      .Set("tf32", m.matmul_precision == ember::ops::MatmulPrecision::kTensorFloat32)
       .Set("batch", batch)
       .Set("warmup", warmup)
       .Set("steps", steps)

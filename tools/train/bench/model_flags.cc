@@ -16,6 +16,7 @@ ModelConfig ModelFromFlags() {
   m.top_mlp = ParseCountList("top_mlp", absl::GetFlag(FLAGS_top_mlp));
   m.optimizer.kind = ParseOptimizer(absl::GetFlag(FLAGS_optimizer));
   m.optimizer.dense_lr = m.optimizer.embedding_lr = static_cast<float>(absl::GetFlag(FLAGS_lr));
+  if (absl::GetFlag(FLAGS_tf32)) m.matmul_precision = ops::MatmulPrecision::kTensorFloat32;
   m.Validate();
   return m;
 }

@@ -22,13 +22,14 @@ ABSL_DECLARE_FLAG(std::string, bottom_mlp);
 ABSL_DECLARE_FLAG(std::string, top_mlp);
 ABSL_DECLARE_FLAG(std::string, optimizer);
 ABSL_DECLARE_FLAG(double, lr);
+ABSL_DECLARE_FLAG(bool, tf32);
 
 namespace ember::train {
 
 // --tables tables of --rows rows and --dim columns, --dense dense features,
 // the MLPs' hidden widths, the optimizer with --lr for dense and embedding
-// parameters alike. Throws InvalidArgument for a value that does not parse
-// or a model that ModelConfig::Validate refuses.
+// parameters alike, TF32 matmuls with --tf32. Throws InvalidArgument for a value that does not
+// parse or a model that ModelConfig::Validate refuses.
 ModelConfig ModelFromFlags();
 
 }  // namespace ember::train
