@@ -203,7 +203,7 @@ TEST_F(LoaderTest, TheCheckRunsOnEveryBatchAndItsErrorIsTheBatchs) {
     MutexLock lock(&mu);
     checked.push_back(batch.position);
     checkers.push_back(std::this_thread::get_id());
-    if (batch.position == 6 * 64) throw InvalidArgument("[check] bad batch");
+    if (batch.position == int64_t{6} * 64) throw InvalidArgument("[check] bad batch");
   };
   Loader loader(*engine_, std::make_unique<SyntheticSource>(Small(kEndless)),
                 {.depth = 2, .threads = 3, .check = check});
