@@ -98,14 +98,18 @@ Outcome RunRank(const std::string& engine_name, ShardedSchedule schedule, Optimi
     model.Upload(batch, SliceBatch(*engine, *data.Next(memory), rank, layout.ranks()));
     batch.state.step = step;
   };
-  ShardedBatch ring[2];
+  // As the trainer runs it: batches i+1 and i+2 uploaded while step i is
+  // pushed, so that i+2's lengths go out ahead.
+  ShardedBatch ring[3];
   upload(ring[0], 0);
+  if (kSteps > 1) upload(ring[1], 1);
   Outcome run;
   for (int step = 0; step < kSteps; ++step) {
-    ShardedBatch& cur = ring[step % 2];
-    ShardedBatch* next = step + 1 < kSteps ? &ring[(step + 1) % 2] : nullptr;
-    if (next != nullptr) upload(*next, step + 1);
-    PushShardedStep(schedule, model, cur, next);
+    ShardedBatch& cur = ring[step % 3];
+    ShardedBatch* next = step + 1 < kSteps ? &ring[(step + 1) % 3] : nullptr;
+    ShardedBatch* after_next = step + 2 < kSteps ? &ring[(step + 2) % 3] : nullptr;
+    if (after_next != nullptr) upload(*after_next, step + 2);
+    PushShardedStep(schedule, model, cur, next, after_next);
     run.losses.push_back(Values(model.Loss(cur))[0]);
   }
   if (cached) run.evicted = model.tbe().cache()->TotalStats().all.evicted;

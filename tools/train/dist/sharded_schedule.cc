@@ -11,6 +11,13 @@ void EnsureLengthsSent(ShardedDlrm& m, ShardedBatch* b) {
   if (b != nullptr && !b->lengths_sent) m.ExchangeLengths(*b);
 }
 
+// Batch i+1's lengths if not yet sent (the first step), then batch i+2's:
+// see sharded_schedule.h, sparse-dist, for why a step ahead.
+void SendLengthsAhead(ShardedDlrm& m, ShardedBatch* next, ShardedBatch* after_next) {
+  EnsureLengthsSent(m, next);
+  EnsureLengthsSent(m, after_next);
+}
+
 void EnsureDistributed(ShardedDlrm& m, ShardedBatch* b) {
   EnsureLengthsSent(m, b);
   if (b != nullptr && !b->distributed) m.DistributeIndices(*b);
@@ -33,12 +40,12 @@ void PushBaseline(ShardedDlrm& m, ShardedBatch& cur) {
   m.DenseUpdate(cur);
 }
 
-// Batch i+1's lengths go out before batch i's lookup; its indices after
-// batch i's lookup and forward, whose GPU work then hides the host wait
-// for the lengths.
-void PushSparseDist(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next) {
+// Batch i+2's lengths go out before batch i's lookup; batch i+1's indices
+// after batch i's lookup and forward.
+void PushSparseDist(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next,
+                    ShardedBatch* after_next) {
   EnsureDistributed(m, &cur);
-  EnsureLengthsSent(m, next);
+  SendLengthsAhead(m, next, after_next);
   EnsureLookedUp(m, &cur);
   m.DenseForward(cur);
   EnsureDistributed(m, next);
@@ -46,18 +53,18 @@ void PushSparseDist(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next) {
   m.DenseUpdate(cur);
 }
 
-void PushFused(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next) {
+void PushFused(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next, ShardedBatch* after_next) {
   EnsureLookedUp(m, &cur);
-  EnsureLengthsSent(m, next);
+  SendLengthsAhead(m, next, after_next);
   m.DenseForward(cur);
   PushBackward(m, cur);
   EnsureLookedUp(m, next);  // after the update it must see; overlaps DenseUpdate(i)
   m.DenseUpdate(cur);
 }
 
-void PushSemisync(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next) {
+void PushSemisync(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next, ShardedBatch* after_next) {
   EnsureLookedUp(m, &cur);
-  EnsureLengthsSent(m, next);
+  SendLengthsAhead(m, next, after_next);
   m.DenseForward(cur);
   EnsureLookedUp(m, next);  // before Backward(i): reads rows without i's update
   PushBackward(m, cur);
@@ -108,16 +115,17 @@ Schedule SingleProcessTwin(ShardedSchedule schedule) {
 }
 
 void PushShardedStep(ShardedSchedule schedule, ShardedDlrm& model, ShardedBatch& cur,
-                     ShardedBatch* next) {
+                     ShardedBatch* next, ShardedBatch* after_next) {
+  if (next == nullptr) after_next = nullptr;  // a drain: nothing ahead
   switch (schedule) {
     case ShardedSchedule::kBaseline:
       return PushBaseline(model, cur);
     case ShardedSchedule::kSparseDist:
-      return PushSparseDist(model, cur, next);
+      return PushSparseDist(model, cur, next, after_next);
     case ShardedSchedule::kFused:
-      return PushFused(model, cur, next);
+      return PushFused(model, cur, next, after_next);
     case ShardedSchedule::kSemisync:
-      return PushSemisync(model, cur, next);
+      return PushSemisync(model, cur, next, after_next);
   }
 }
 

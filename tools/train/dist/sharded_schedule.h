@@ -10,14 +10,19 @@
 //                Lookup, DenseForward, DenseBackward, EmbeddingBackward,
 //                DenseUpdate.
 //   sparse-dist  batch i+1's input distribution overlaps batch i
-//                (TrainPipelineSparseDist): its lengths pushed before
-//                Lookup(i), its indices after DenseForward(i), so that the
-//                host wait for its lengths finds batch i's lookup and
-//                forward on the GPU.
+//                (TrainPipelineSparseDist): its indices pushed after
+//                DenseForward(i), its lengths a step earlier (with batch
+//                i+2's pushed at the start of step i), so that the host
+//                wait for them in DistributeIndices finds them arrived: a
+//                collective runs after those pushed before it, and lengths
+//                pushed within step i would wait for batch i-1's backward
+//                collectives, which held the pushing thread and the GPU's
+//                queue to one step (measured: the push of a step took the
+//                whole step on the host).
 //   fused        the lookup of batch i+1 (its indices and Lookup) pushed
 //                right after EmbeddingBackward(i), before DenseUpdate(i):
 //                it overlaps the dense all-reduce and optimizer (TorchRec's
-//                fused pipeline); its lengths go out at the start of i.
+//                fused pipeline); its lengths go out a step earlier.
 //   semisync     the lookup of batch i+1 pushed after DenseForward(i),
 //                before the backward of batch i: batch i+1 reads rows
 //                without batch i's update. Stale by design.
@@ -49,10 +54,12 @@ std::vector<ShardedSchedule> AllShardedSchedules();
 Schedule SingleProcessTwin(ShardedSchedule schedule);
 
 // Pushes the step of batch `cur` in `schedule`'s order, and the part of
-// batch `next`'s step that the schedule pushes ahead. `next` is null at
-// the end of the data and wherever the pipeline drains. REQUIRES: both
+// batches `next` and `after_next` (i+1, i+2) that the schedule pushes
+// ahead: the pipelined schedules send after_next's lengths. Either is null
+// at the end of the data and wherever the pipeline drains (after_next
+// also where a caller keeps one batch ahead only). REQUIRES: all three
 // uploaded (ShardedDlrm::Upload), distinct; `cur.state.step` set.
 void PushShardedStep(ShardedSchedule schedule, ShardedDlrm& model, ShardedBatch& cur,
-                     ShardedBatch* next);
+                     ShardedBatch* next, ShardedBatch* after_next = nullptr);
 
 }  // namespace ember::train

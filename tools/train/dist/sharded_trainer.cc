@@ -67,22 +67,26 @@ class RankRun {
     model_.Initialize();
     RankOutcome out;
     const auto start = std::chrono::steady_clock::now();
-    bool have = Upload(source, ring_[0], 0);
+    // Batches i+1 and i+2 are uploaded while step i is pushed (the
+    // schedules send i+2's lengths ahead); the slot of batch i+2 is that
+    // of batch i-2, reported a step ago.
+    auto wanted = [&](int64_t step) { return options_.steps == 0 || step < options_.steps; };
+    bool have = Upload(source, Slot(0), 0);
+    bool have_next = have && wanted(1) && Upload(source, Slot(1), 1);
     int64_t step = 0;
-    for (; have && (options_.steps == 0 || step < options_.steps); ++step) {
-      ShardedBatch& cur = ring_[step % 2];
-      ShardedBatch* next = &ring_[(step + 1) % 2];
-      const bool more =
-          (options_.steps == 0 || step + 1 < options_.steps) && Upload(source, *next, step + 1);
-      PushShardedStep(options_.schedule, model_, cur, more ? next : nullptr);
+    for (; have && wanted(step); ++step) {
+      const bool have_after =
+          have_next && wanted(step + 2) && Upload(source, Slot(step + 2), step + 2);
+      PushShardedStep(options_.schedule, model_, Slot(step), have_next ? &Slot(step + 1) : nullptr,
+                      have_after ? &Slot(step + 2) : nullptr);
       // The step before's loss, one step behind, so that the host wait
-      // leaves this step's work in flight (its state is not written again
-      // until the next step's forward).
-      if (step > 0) Report(ring_[(step - 1) % 2], step - 1, out, on_step);
+      // leaves this step's work in flight.
+      if (step > 0) Report(Slot(step - 1), step - 1, out, on_step);
       out.examples += layout_.global_batch();
-      have = more;
+      have = have_next;
+      have_next = have_after;
     }
-    if (step > 0) Report(ring_[(step - 1) % 2], step - 1, out, on_step);
+    if (step > 0) Report(Slot(step - 1), step - 1, out, on_step);
     engine_->WaitForAll();
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     Collect(out);
@@ -120,13 +124,18 @@ class RankRun {
     }
   }
 
+  // Batches in the ring: the one pushed, one reported behind it, two
+  // uploaded ahead.
+  static constexpr int64_t kRing = 4;
+  ShardedBatch& Slot(int64_t step) { return ring_[step % kRing]; }
+
   const ShardedTrainOptions& options_;
   const ShardLayout& layout_;
   const bool reports_;
   std::unique_ptr<engine::Engine> engine_;
   CollectiveOps collectives_;
   ShardedDlrm model_;
-  ShardedBatch ring_[2];
+  ShardedBatch ring_[kRing];
 };
 
 // Each owner's rows (and per-row or per-element state) at their place in
