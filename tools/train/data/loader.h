@@ -25,10 +25,12 @@
 // threw) or stopped (Stop() or the destructor). Pop() returns the batches
 // in source order; after the last one it returns nullopt when ended,
 // rethrows the source's exception (the InvalidArgument naming file, line
-// and field) or the check's at this and every later Pop when failed, and returns nullopt when
-// stopped. No batch before the end or the error is lost; batches a thread made past them are
-// dropped. Stop() never waits for the consumer: it wakes the threads whether they wait or not,
-// waits only for the batches in the making (one Next each), and drops what is ready.
+// and field) or the check's at this and every later Pop when failed, and
+// returns nullopt when stopped. No batch before the end or the error is
+// lost; batches a thread made past them are dropped. Stop() never waits
+// for the consumer: it wakes the threads whether they wait or not, waits
+// only for the batches in the making (one Next each), and drops what is
+// ready.
 //
 // Thread safety: thread-safe. One consumer pops at a time; Stop() may come
 // from any thread, also while another thread waits in Pop() (which then
