@@ -1,8 +1,8 @@
 #pragma once
 
 // Matrix multiplication of f32 tensors, the dense layers of a DLRM-style
-// MLP: cuBLAS (cublasSgemm) on a GPU, the system BLAS (cblas_sgemm) on the
-// CPU.
+// MLP: cuBLAS (cublasGemmEx in f32) on a GPU, the system BLAS (cblas_sgemm)
+// on the CPU.
 //
 // Row-major throughout: C[M, N] = alpha * op(A) op(B) + beta * C, where
 // op(A) is A ([M, K]) or, with transpose_a, A^T (A stored as [K, M]), and
@@ -15,7 +15,7 @@
 // Numerics: f32 inputs and products with f32 accumulation; the order of the
 // sums is the library's, so the CPU and the GPU agree to rounding (a few
 // ulp times sqrt(K)), not bit for bit. By default cuBLAS runs without TF32
-// (its default math mode for cublasSgemm); see MatmulPrecision.
+// (CUBLAS_COMPUTE_32F, as cublasSgemm); see MatmulPrecision.
 //
 // Thread safety: thread-safe (pushes an engine op). The tensors must stay
 // alive until the op has run (a Tensor's deletion is deferred through the

@@ -1,7 +1,8 @@
-// The CUDA matmul kernel: one cublasSgemm on the op's stream, or where TF32
-// is allowed one cublasGemmEx computing in CUBLAS_COMPUTE_32F_FAST_TF32
-// (the precision is the call's, not the handle's math mode, which a
-// thread's handle would carry over to its next matmul).
+// The CUDA matmul kernel: one cublasGemmEx on the op's stream, f32 in and
+// out, computing in CUBLAS_COMPUTE_32F (what cublasSgemm does) or, where
+// TF32 is allowed, CUBLAS_COMPUTE_32F_FAST_TF32. The precision is the
+// call's, not the handle's math mode, which a thread's handle would carry
+// over to its next matmul.
 //
 // Handles. A cuBLAS handle belongs to the device that was current when it
 // was made, and making one costs milliseconds, so each thread keeps one per
@@ -35,7 +36,7 @@
 namespace ember::ops::internal {
 namespace {
 
-// Throws CudaError "[cublasSgemm of op 'Matmul'] CUBLAS_STATUS_... (text)
+// Throws CudaError "[cublasGemmEx of op 'Matmul'] CUBLAS_STATUS_... (text)
 // at ops/matmul_cuda.cc:NN" unless `status` is a success.
 void CublasCheck(cublasStatus_t status, std::string_view call, std::string_view op,
                  SourcePlace where = SourcePlace::Here()) {
@@ -86,20 +87,13 @@ void MatmulCuda(const MatmulArgs& args, void* stream, std::string_view op) {
   if (args.m == 0 || args.n == 0) return;
   thread_local ThreadHandles handles;
   cublasHandle_t handle = handles.For(static_cast<cudaStream_t>(stream), op);
-  const cublasOperation_t op_b = args.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_a = args.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  if (!args.tf32) {
-    CublasCheck(
-        cublasSgemm(handle, op_b, op_a, args.n, args.m, args.k, &args.alpha, args.b,
-                    LeadingDimB(args), args.a, LeadingDimA(args), &args.beta, args.c, args.n),
-        "cublasSgemm", op);
-    return;
-  }
-  CublasCheck(
-      cublasGemmEx(handle, op_b, op_a, args.n, args.m, args.k, &args.alpha, args.b, CUDA_R_32F,
-                   LeadingDimB(args), args.a, CUDA_R_32F, LeadingDimA(args), &args.beta, args.c,
-                   CUDA_R_32F, args.n, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
-      "cublasGemmEx", op);
+  const cublasComputeType_t compute = args.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  CublasCheck(cublasGemmEx(handle, args.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                           args.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, args.n, args.m, args.k,
+                           &args.alpha, args.b, CUDA_R_32F, LeadingDimB(args), args.a, CUDA_R_32F,
+                           LeadingDimA(args), &args.beta, args.c, CUDA_R_32F, args.n, compute,
+                           CUBLAS_GEMM_DEFAULT),
+              "cublasGemmEx", op);
 }
 
 }  // namespace ember::ops::internal

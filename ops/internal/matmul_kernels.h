@@ -3,7 +3,7 @@
 // The matmul kernels behind matmul.h, on one argument struct: row-major
 // C[m, n] = alpha * op(A) op(B) + beta * C, op(X) = X or X^T. The CPU
 // kernel is cblas_sgemm (Debian's BLAS) and runs to completion; the CUDA
-// kernel is cublasSgemm on `stream` (a cudaStream_t) and returns at once; a
+// kernel is cublasGemmEx on `stream` (a cudaStream_t) and returns at once; a
 // build without CUDA links a stub that throws Unavailable.
 //
 // Thread safety: reentrant (each call works on its own arguments; the CUDA

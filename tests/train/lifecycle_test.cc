@@ -2,17 +2,21 @@
 // flight completes, the last short one included, in every schedule, also
 // when evaluations drain and refill the pipeline between steps; a failing
 // op stops the run with the op's message and the step, and nothing after
-// it runs unreported; a stop request finishes the step in flight and
-// checkpoints.
+// it runs unreported; a batch of another shape is refused on the host; a
+// stop request finishes the step in flight and checkpoints.
 
 #include <atomic>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "engine/error.h"
+#include "tests/train/data_test_util.h"
 #include "tests/train/train_test_util.h"
 #include "tools/train/checkpoint_file.h"
 #include "tools/train/data/synthetic_source.h"
@@ -106,6 +110,30 @@ TEST_P(LifecycleTest, ABadBatchIsNamedOnTheHostBeforeAnyOpRuns) {
     EXPECT_THAT(e.what(),
                 HasSubstr("[Trainer] step 2: [ValidateTbeBatch] table 0, bag 0: index -7"));
   }
+  EXPECT_NO_THROW(engine->WaitForAll());
+}
+
+// A batch of another model's shape (one table more) is refused on the
+// host by CheckBatch, which a run's loader threads call on every batch,
+// and by an unchecked Upload, before any op reads it. (A run refuses a
+// whole source of another shape earlier, from its spec.)
+TEST(DlrmModelTest, ABatchOfAnotherShapeIsRefusedByTheCheck) {
+  auto engine = NewEngine("ThreadedEnginePerDevice");
+  const ModelConfig model = TinyModel();
+  ModelConfig wider = model;
+  wider.table_rows.push_back(wider.table_rows.back());
+  const TrainOptions options = TinyOptions(model, Schedule::kBaseline, 1);
+  DlrmModel m(*engine, model, options.placement);
+  SyntheticSource data(TinyData(wider, 16, kEndless));
+  const std::optional<HostBatch> batch = data.Next(BatchMemory{engine.get()});
+  ASSERT_TRUE(batch.has_value());
+  const std::string expected = fmt::format(
+      "[DlrmModel::CheckBatch] the batch has 64 dense values, "
+      "{} offsets and 16 labels for 16 examples",
+      16 * wider.num_tables() + 1);
+  ExpectThrowWith<InvalidArgument>([&] { m.CheckBatch(*batch); }, {expected});
+  BatchState state;
+  ExpectThrowWith<InvalidArgument>([&] { m.Upload(state, *batch); }, {expected});
   EXPECT_NO_THROW(engine->WaitForAll());
 }
 

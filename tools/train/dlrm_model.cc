@@ -81,7 +81,7 @@ void DlrmModel::Initialize() {
 }
 
 void DlrmModel::CheckBatch(const HostBatch& batch) const {
-  static constexpr char kWhere[] = "[DlrmModel::Upload]";
+  static constexpr char kWhere[] = "[DlrmModel::CheckBatch]";
   const int64_t b = batch.batch_size;
   const int64_t t = config_.num_tables();
   if (b < 1 || !batch.dense || !batch.indices || !batch.offsets || !batch.labels) {
