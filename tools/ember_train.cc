@@ -42,6 +42,7 @@
 #include "storage/storage.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/data_choice.h"
+#include "tools/train/dist/kernel_loading.h"
 #include "tools/train/dist/rendezvous.h"
 #include "tools/train/dist/shard_planner.h"
 #include "tools/train/dist/sharded_trainer.h"
@@ -696,6 +697,8 @@ int main(int argc, char** argv) {
       "prints its summary (docs/train.md).");
   NoteGivenFlags(argc, argv);
   absl::ParseCommandLine(argc, argv);
+  // Before anything starts CUDA: several GPU ranks in this process need it.
+  if (absl::GetFlag(FLAGS_ranks) > 1) PreferEagerKernelLoading();
   Command command;
   try {
     command = FromFlags();

@@ -1,5 +1,6 @@
-// GpuCount in a build with CUDA (see device.h).
+// GpuCount and CudaLoadsKernelsLazily in a build with CUDA (see device.h).
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "engine/base/device.h"
@@ -13,6 +14,22 @@ int GpuCount() {
     return 0;
   }
   return count;
+}
+
+// Through the runtime's entry point, so that nothing links the driver API.
+bool CudaLoadsKernelsLazily() {
+  using GetLoadingMode = CUresult (*)(CUmoduleLoadingMode*);
+  void* entry = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &entry, 11070, cudaEnableDefault,
+                                       &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || entry == nullptr) {
+    (void)cudaGetLastError();  // no driver, or one without the query: not an error here
+    return false;
+  }
+  CUmoduleLoadingMode mode{};
+  return reinterpret_cast<GetLoadingMode>(entry)(&mode) == CUDA_SUCCESS &&
+         mode == CU_MODULE_LAZY_LOADING;
 }
 
 }  // namespace ember

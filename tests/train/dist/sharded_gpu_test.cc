@@ -22,6 +22,7 @@
 
 #include "engine/base/device.h"
 #include "engine/engine_options.h"
+#include "engine/error.h"
 #include "tests/train/train_test_util.h"
 #include "tools/train/dist/nccl_communicator.h"
 #include "tools/train/dist/sharded_schedule.h"
@@ -167,6 +168,27 @@ std::vector<std::tuple<Case, ShardedSchedule, Optimizer>> Params() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dist, ShardedGpuTest, ::testing::ValuesIn(Params()), CaseName);
+
+// Two GPU ranks in one process under lazy kernel loading can hang
+// (kernel_loading.h), so TrainSharded refuses them before any rank starts.
+// This binary asks for eager loading (kernel_loading_test.cc): the refusal
+// shows in a run with CUDA_MODULE_LOADING=LAZY.
+TEST(ShardedGpuLoadingTest, TwoRanksUnderLazyLoadingAreRefused) {
+  if (!NcclAvailable()) GTEST_SKIP() << "this build has no NCCL";
+  if (GpuCount() < 2) GTEST_SKIP() << "needs two GPUs; this machine has " << GpuCount();
+  if (!CudaLoadsKernelsLazily()) {
+    GTEST_SKIP() << "kernels load eagerly in this run; run with CUDA_MODULE_LOADING=LAZY";
+  }
+  const ModelConfig model = Model(Optimizer::kSgd);
+  try {
+    (void)RunSharded("ThreadedEnginePerDeviceAsync", model, ShardedSchedule::kSparseDist,
+                     "0:0,1:1,2:0,3:1,4:1", 2);
+    FAIL() << "two GPU ranks trained under lazy kernel loading";
+  } catch (const Unavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("Set CUDA_MODULE_LOADING=EAGER"), std::string::npos)
+        << e.what();
+  }
+}
 
 }  // namespace
 }  // namespace ember::train

@@ -47,6 +47,7 @@
 #include "tools/train/bench/model_flags.h"
 #include "tools/train/bench/replay_source.h"
 #include "tools/train/data/synthetic_source.h"
+#include "tools/train/dist/kernel_loading.h"
 #include "tools/train/dist/shard_layout.h"
 #include "tools/train/dist/shard_planner.h"
 #include "tools/train/dist/sharded_dlrm.h"
@@ -416,6 +417,8 @@ int main(int argc, char** argv) {
       "Times sharded DLRM training on 1, 2, ... GPUs over NCCL, and its all-to-all beside a raw "
       "one.");
   absl::ParseCommandLine(argc, argv);
+  // Before anything starts CUDA (the 1-GPU runs load the same way).
+  ember::train::PreferEagerKernelLoading();
   try {
     return Run();
   } catch (const ember::InvalidArgument& e) {

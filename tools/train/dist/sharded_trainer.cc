@@ -13,6 +13,7 @@
 #include "tools/train/data/loader.h"
 #include "tools/train/dist/collective_ops.h"
 #include "tools/train/dist/in_process_communicator.h"
+#include "tools/train/dist/kernel_loading.h"
 #include "tools/train/dist/rank_threads.h"
 #include "tools/train/dist/shard_layout.h"
 #include "tools/train/dist/sharded_dlrm.h"
@@ -34,10 +35,15 @@ struct RankOutcome {
 
 // A rank's engine: on GPUs one more GPU worker than asked, since a
 // collective holds the worker that runs it until NCCL has finished (the
-// rank's communication worker), and the compute keeps the others.
-engine::EngineOptions RankEngine(const ShardedTrainOptions& options) {
+// rank's communication worker), and the compute keeps the others. Where a
+// profile is asked for, each rank writes its own (PATH.rankR.json): the
+// ranks' engines live in one process and would otherwise write one file.
+engine::EngineOptions RankEngine(const ShardedTrainOptions& options, int rank) {
   engine::EngineOptions engine = options.engine;
   if (options.gpus) engine.gpu_workers += 1;
+  if (!engine.profile_path.empty()) {
+    engine.profile_path = fmt::format("{}.rank{}.json", engine.profile_path, rank);
+  }
   return engine;
 }
 
@@ -50,7 +56,7 @@ class RankRun {
       : options_(options),
         layout_(layout),
         reports_(reports),
-        engine_(engine::CreateEngine(RankEngine(options))),
+        engine_(engine::CreateEngine(RankEngine(options, rank))),
         collectives_(*engine_, comm,
                      options.gpus ? engine::Context::GPU(gpu) : engine::Context::CPU()),
         model_(*engine_, collectives_, layout, rank, options.model, options.cache) {}
@@ -220,6 +226,7 @@ LocalRanks LocalRanksOf(const ShardedTrainOptions& options) {
     throw InvalidArgument(fmt::format(
         "[TrainSharded] {} ranks on this machine's GPUs, but it has {}", local.count, GpuCount()));
   }
+  if (options.gpus) CheckKernelLoading(local.count, CudaLoadsKernelsLazily());
   return local;
 }
 

@@ -18,7 +18,8 @@
 //
 // Errors: InvalidArgument for options that do not fit (a plan for other
 // tables, a model the sharded TBE cannot hold, more GPUs than there are),
-// Unavailable without NCCL; a rank's error stops every rank (the
+// Unavailable without NCCL, and for several GPU ranks in a process whose
+// kernels load lazily (kernel_loading.h: such a run can hang); a rank's error stops every rank (the
 // communicator's group breaks: at once on the CPU, at the peers' next
 // collective's timeout over NCCL) and is rethrown, the lowest failing
 // rank's first.
