@@ -40,13 +40,14 @@ void PushBaseline(ShardedDlrm& m, ShardedBatch& cur) {
   m.DenseUpdate(cur);
 }
 
-// Batch i+2's lengths go out before batch i's lookup; batch i+1's indices
-// after batch i's lookup and forward.
+// Batch i+2's lengths go out right after batch i's lookup (its pooled
+// rows' exchange first: the lengths' packing is a CPU op of a millisecond
+// or two, which their collective, and every collective after it, would
+// wait for); batch i+1's indices after batch i's forward.
 void PushSparseDist(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next,
                     ShardedBatch* after_next) {
-  EnsureDistributed(m, &cur);
-  SendLengthsAhead(m, next, after_next);
   EnsureLookedUp(m, &cur);
+  SendLengthsAhead(m, next, after_next);
   m.DenseForward(cur);
   EnsureDistributed(m, next);
   PushBackward(m, cur);

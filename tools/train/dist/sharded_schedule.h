@@ -12,13 +12,15 @@
 //   sparse-dist  batch i+1's input distribution overlaps batch i
 //                (TrainPipelineSparseDist): its indices pushed after
 //                DenseForward(i), its lengths a step earlier (with batch
-//                i+2's pushed at the start of step i), so that the host
+//                i+2's pushed right after Lookup(i)), so that the host
 //                wait for them in DistributeIndices finds them arrived: a
 //                collective runs after those pushed before it, and lengths
 //                pushed within step i would wait for batch i-1's backward
 //                collectives, which held the pushing thread and the GPU's
 //                queue to one step (measured: the push of a step took the
-//                whole step on the host).
+//                whole step on the host). After Lookup(i), not before it:
+//                batch i's pooled rows would otherwise wait for the
+//                packing of batch i+2's lengths, a CPU op.
 //   fused        the lookup of batch i+1 (its indices and Lookup) pushed
 //                right after EmbeddingBackward(i), before DenseUpdate(i):
 //                it overlaps the dense all-reduce and optimizer (TorchRec's

@@ -1,5 +1,6 @@
 #include "tools/train/dist/sharded_trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -35,12 +36,18 @@ struct RankOutcome {
 
 // A rank's engine: on GPUs one more GPU worker than asked, since a
 // collective holds the worker that runs it until NCCL has finished (the
-// rank's communication worker), and the compute keeps the others. Where a
+// rank's communication worker), and the compute keeps the others; and at
+// least two CPU workers, since the input's packing (batch i+2) and
+// unpacking (batch i+1) are CPU ops of a millisecond or more each, pushed
+// in one step, which one worker would run one after the other. Where a
 // profile is asked for, each rank writes its own (PATH.rankR.json): the
 // ranks' engines live in one process and would otherwise write one file.
 engine::EngineOptions RankEngine(const ShardedTrainOptions& options, int rank) {
   engine::EngineOptions engine = options.engine;
-  if (options.gpus) engine.gpu_workers += 1;
+  if (options.gpus) {
+    engine.gpu_workers += 1;
+    engine.cpu_workers = std::max(engine.cpu_workers, 2);
+  }
   if (!engine.profile_path.empty()) {
     engine.profile_path = fmt::format("{}.rank{}.json", engine.profile_path, rank);
   }

@@ -56,9 +56,10 @@ struct ShardedTrainOptions {
   std::optional<cache::CacheOptions> cache;  // an embedding cache on each rank
   engine::EngineOptions engine;              // each rank's engine
   // Rank r on GPU r with NCCL (nccl.record_timings: the result's timings);
-  // else the CPU. Each rank's engine gets one more GPU worker than
-  // `engine` asks: a collective holds the worker that runs it until NCCL
-  // has finished, and the compute keeps the others.
+  // else the CPU. On GPUs each rank's engine gets one more GPU worker than
+  // `engine` asks (a collective holds the worker that runs it until NCCL
+  // has finished, and the compute keeps the others) and at least two CPU
+  // workers (the input's packing and unpacking, CPU ops, overlap).
   bool gpus = false;
   NcclCommunicatorOptions nccl;
   // The ranks this process runs: `local_ranks` of them from `first_rank`
