@@ -312,7 +312,7 @@ ShardedTrainResult TrainShardedOnRankData(
   result.examples = outcomes[0].examples;
   result.seconds = outcomes[0].seconds;
   result.state = outcomes[0].dense;
-  result.timings = std::move(outcomes[0].timings);
+  for (RankOutcome& o : outcomes) result.timings.push_back(std::move(o.timings));
   for (const RankOutcome& o : outcomes) {
     if (o.cache) result.cache_totals.push_back(*o.cache);
   }

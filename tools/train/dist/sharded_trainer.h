@@ -83,8 +83,9 @@ struct ShardedTrainResult {
   // The gathered state (above); where this process ran part of the ranks,
   // only the dense part (the tables' shards live in other processes).
   ModelState state;
-  // The first rank's collectives as the GPU ran them (nccl.record_timings).
-  std::vector<CollectiveTiming> timings;
+  // Each of this process's ranks' collectives as the GPU ran them
+  // (nccl.record_timings), in the order issued (the same on every rank).
+  std::vector<std::vector<CollectiveTiming>> timings;
   // Each rank's cache statistics over the run (with a cache).
   std::vector<cache::CacheCounts> cache_totals;
 };
