@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include <absl/container/flat_hash_map.h>
 #include <absl/strings/str_cat.h>
 
 #include "engine/error.h"
@@ -121,9 +122,13 @@ SyntheticSource::SyntheticSource(const SyntheticOptions& options)
   const int num_tables = spec_.num_tables();
   const uint64_t world = options_.model_seed;
   zipf_.reserve(num_tables);
+  absl::flat_hash_map<int64_t, std::shared_ptr<const ZipfSampler>> samplers;  // by rows
   for (int t = 0; t < num_tables; ++t) {
     const int64_t rows = options_.rows[t];
-    zipf_.emplace_back(rows, options_.zipf_alpha);
+    std::shared_ptr<const ZipfSampler>& sampler = samplers[rows];
+    if (sampler == nullptr)
+      sampler = std::make_shared<const ZipfSampler>(rows, options_.zipf_alpha);
+    zipf_.push_back(sampler);
     // a_t: a multiplier coprime to rows (any start reaches one: 1 is).
     CounterRng rng(Key({world, kTagPermutation, static_cast<uint64_t>(t)}));
     const auto urows = static_cast<uint64_t>(rows);
@@ -207,7 +212,7 @@ double SyntheticSource::Draw(CounterRng& rng, float* dense) {
                                     pooling_cdf_.begin());
       length = std::min(length, options_.pooling_max);
     }
-    const ZipfSampler& zipf = zipf_[t];
+    const ZipfSampler& zipf = *zipf_[t];
     const std::vector<float>& hidden = hidden_[t];
     double signal = 0.0;
     for (int i = 0; i < length; ++i) {

@@ -108,7 +108,9 @@ class SyntheticSource final : public BatchSource {
 
   const SyntheticOptions options_;
   const DataSpec spec_;
-  std::vector<ZipfSampler> zipf_;           // per table
+  // Per table; tables of one size share one (its tables are read on
+  // every draw, and 26 copies of them would not stay in a core's L1).
+  std::vector<std::shared_ptr<const ZipfSampler>> zipf_;
   std::vector<uint64_t> perm_a_, perm_c_;   // RowOfRank's a_t, c_t
   std::vector<std::vector<float>> hidden_;  // [t][rank < hidden_rows]: s_t
   std::vector<double> pooling_cdf_;         // P(L <= l + 1), l < pooling_max
