@@ -15,8 +15,9 @@ int GpuCount();
 // Whether CUDA loads this process's kernels lazily, each on its first
 // launch (CUDA_MODULE_LOADING=LAZY, CUDA's default since 12.2), as the
 // driver reports it; false without CUDA or a driver. Such a first launch
-// waits for the GPUs' queued work to finish, which is what a process that
-// drives several NCCL ranks must not do (sharded_trainer.h). Never throws.
+// waits for the GPUs' queued work to finish, which a process that drives
+// several NCCL ranks must not do: that work may be a collective waiting
+// for another of its ranks. Never throws.
 bool CudaLoadsKernelsLazily();
 
 }  // namespace ember

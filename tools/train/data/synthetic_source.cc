@@ -126,8 +126,9 @@ SyntheticSource::SyntheticSource(const SyntheticOptions& options)
   for (int t = 0; t < num_tables; ++t) {
     const int64_t rows = options_.rows[t];
     std::shared_ptr<const ZipfSampler>& sampler = samplers[rows];
-    if (sampler == nullptr)
+    if (sampler == nullptr) {
       sampler = std::make_shared<const ZipfSampler>(rows, options_.zipf_alpha);
+    }
     zipf_.push_back(sampler);
     // a_t: a multiplier coprime to rows (any start reaches one: 1 is).
     CounterRng rng(Key({world, kTagPermutation, static_cast<uint64_t>(t)}));
