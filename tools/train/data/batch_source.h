@@ -86,6 +86,17 @@ class BatchSource {
   // it from the start). Cheap: no I/O or calibration is repeated.
   [[nodiscard]] virtual std::unique_ptr<BatchSource> Fork() const { return nullptr; }
 
+  // A reader of rank `rank`'s part of every batch, for data-parallel ranks
+  // that each train on a slice: batch k of the slice is examples rank * B /
+  // ranks onwards of batch k, B / ranks of them, with positions and sizes
+  // counted in the slice's examples, standing at 0. It makes only those
+  // examples. Null where the source cannot (the default: the caller then
+  // makes each whole batch and slices it), where B is not a multiple of
+  // `ranks`, and where the size is not a multiple of B.
+  [[nodiscard]] virtual std::unique_ptr<BatchSource> Slice(int /*rank*/, int /*ranks*/) const {
+    return nullptr;
+  }
+
  private:
   const int64_t batch_size_;
 };

@@ -118,7 +118,10 @@ double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 }  // namespace
 
 SyntheticSource::SyntheticSource(const SyntheticOptions& options)
-    : BatchSource(options.batch_size), options_(options), spec_(Validate(options)) {
+    : BatchSource(options.batch_size),
+      options_(options),
+      spec_(Validate(options)),
+      examples_(options.num_examples) {
   const int num_tables = spec_.num_tables();
   const uint64_t world = options_.model_seed;
   zipf_.reserve(num_tables);
@@ -156,8 +159,8 @@ SyntheticSource::SyntheticSource(const SyntheticOptions& options)
   Calibrate();
 }
 
-SyntheticSource::SyntheticSource(const SyntheticSource& other)
-    : BatchSource(other.batch_size()),
+SyntheticSource::SyntheticSource(const SyntheticSource& other, int rank, int ranks)
+    : BatchSource(other.options_.batch_size / ranks),
       options_(other.options_),
       spec_(other.spec_),
       zipf_(other.zipf_),
@@ -170,11 +173,35 @@ SyntheticSource::SyntheticSource(const SyntheticSource& other)
       dense_inv_std_(other.dense_inv_std_),
       dense_weight_(other.dense_weight_),
       bias_(other.bias_),
+      slice_rank_(rank),
+      slice_ranks_(ranks),
+      examples_(other.options_.num_examples == kEndless ? kEndless
+                                                        : other.options_.num_examples / ranks),
       bags_(other.bags_.size()),
       lengths_(other.lengths_.size()) {}
 
 std::unique_ptr<BatchSource> SyntheticSource::Fork() const {
-  return std::unique_ptr<BatchSource>(new SyntheticSource(*this));
+  return std::unique_ptr<BatchSource>(new SyntheticSource(*this, slice_rank_, slice_ranks_));
+}
+
+std::unique_ptr<BatchSource> SyntheticSource::Slice(int rank, int ranks) const {
+  if (ranks < 1 || rank < 0 || rank >= ranks) {
+    throw InvalidArgument(absl::StrCat("[SyntheticSource::Slice] rank ", rank, " of ", ranks,
+                                       ": expected 0 <= rank < ranks"));
+  }
+  const int64_t batch = options_.batch_size;
+  const bool whole_batches =
+      options_.num_examples == kEndless || options_.num_examples % batch == 0;
+  if (slice_ranks_ != 1 || batch % ranks != 0 || !whole_batches) return nullptr;
+  return std::unique_ptr<BatchSource>(new SyntheticSource(*this, rank, ranks));
+}
+
+// Example e of the slice is in batch e / B_l of the stream, at the slice's
+// place in it.
+int64_t SyntheticSource::StreamExample(int64_t e) const {
+  if (slice_ranks_ == 1) return e;
+  const int64_t local = batch_size();
+  return (e / local) * options_.batch_size + slice_rank_ * local + e % local;
 }
 
 int64_t SyntheticSource::RowOfRank(int t, int64_t k) const {
@@ -295,17 +322,18 @@ void SyntheticSource::Calibrate() {
 }
 
 std::optional<int64_t> SyntheticSource::size() const {
-  if (options_.num_examples == kEndless) return std::nullopt;
-  return options_.num_examples;
+  if (examples_ == kEndless) return std::nullopt;
+  return examples_;
 }
 
 std::optional<HostBatch> SyntheticSource::Next(const BatchMemory& memory) {
   int64_t count = batch_size();
-  if (options_.num_examples != kEndless) {
-    count = std::min(count, options_.num_examples - position_);
+  if (examples_ != kEndless) {
+    count = std::min(count, examples_ - position_);
     if (count <= 0) return std::nullopt;
   } else {
-    count = std::min(count, std::numeric_limits<int64_t>::max() - options_.begin - position_);
+    count = std::min(
+        count, std::numeric_limits<int64_t>::max() - options_.begin - StreamExample(position_));
     if (count <= 0) return std::nullopt;
   }
   const int num_tables = spec_.num_tables();
@@ -315,7 +343,7 @@ std::optional<HostBatch> SyntheticSource::Next(const BatchMemory& memory) {
   float* dense = builder.dense();
   float* labels = builder.labels();
   for (int64_t b = 0; b < count; ++b) {
-    const auto n = static_cast<uint64_t>(options_.begin + position_ + b);
+    const auto n = static_cast<uint64_t>(options_.begin + StreamExample(position_ + b));
     CounterRng rng(Key({options_.seed, n}));
     const double logit = bias_ + Draw(rng, dense + b * num_dense);
     // The label is the last draw of the example.
@@ -342,10 +370,10 @@ std::optional<HostBatch> SyntheticSource::Next(const BatchMemory& memory) {
 }
 
 void SyntheticSource::Seek(int64_t example) {
-  const bool endless = options_.num_examples == kEndless;
-  if (example < 0 || (!endless && example > options_.num_examples)) {
+  const bool endless = examples_ == kEndless;
+  if (example < 0 || (!endless && example > examples_)) {
     throw InvalidArgument(absl::StrCat("[SyntheticSource::Seek] example ", example,
-                                       " is outside [0, ", options_.num_examples, "]"));
+                                       " is outside [0, ", examples_, "]"));
   }
   position_ = example;
 }

@@ -88,6 +88,9 @@ class SyntheticSource final : public BatchSource {
   void Seek(int64_t example) override;
   // A copy of the world (no recalibration), at position 0.
   [[nodiscard]] std::unique_ptr<BatchSource> Fork() const override;
+  // The same, drawing only rank `rank`'s examples of each batch: the
+  // bytes of SliceBatch on the whole batch, for 1/ranks of the work.
+  [[nodiscard]] std::unique_ptr<BatchSource> Slice(int rank, int ranks) const override;
 
   [[nodiscard]] const SyntheticOptions& options() const { return options_; }
   // The row of rank k (0: the hottest) in table t.
@@ -96,8 +99,12 @@ class SyntheticSource final : public BatchSource {
   [[nodiscard]] double bias() const { return bias_; }
 
  private:
-  // Fork's: the world of `other`, its position and scratch fresh.
-  SyntheticSource(const SyntheticSource& other);
+  // Fork's and Slice's: the world of `other`, its position and scratch
+  // fresh, reading rank `rank` of `ranks` of each of its batches.
+  SyntheticSource(const SyntheticSource& other, int rank, int ranks);
+
+  // The example of the stream that the source's example `e` is.
+  [[nodiscard]] int64_t StreamExample(int64_t e) const;
 
   // Draws one example from `rng`: its dense features into dense[0, D), each
   // table's bag appended to bags_[t] and its length to lengths_[t]; returns
@@ -117,6 +124,12 @@ class SyntheticSource final : public BatchSource {
   std::vector<double> dense_scale_;         // m_j
   std::vector<double> dense_mean_, dense_inv_std_, dense_weight_;
   double bias_ = 0.0;
+  // The slice (Slice): rank slice_rank_ of slice_ranks_ of each batch of
+  // options_.batch_size examples; 0 of 1 for the whole. Positions and
+  // examples_ (the size, or kEndless) count the slice's examples.
+  int slice_rank_ = 0;
+  int slice_ranks_ = 1;
+  int64_t examples_ = kEndless;
   int64_t position_ = 0;
 
   // Scratch of Next, kept to reuse its memory.
