@@ -34,9 +34,7 @@ int ChooseThreads(const LoaderOptions& options) {
   if (options.threads < 0) {
     throw InvalidArgument(absl::StrCat("[Loader] threads ", options.threads, " is negative"));
   }
-  if (options.threads > 0) return options.threads;
-  // Four cores stay for the training thread and the engine's workers.
-  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()) - 4, 1, 16);
+  return options.threads > 0 ? options.threads : DefaultLoaderThreads();
 }
 
 // The threads' readers after the first: as many forks as the source gives.
@@ -51,6 +49,11 @@ std::vector<std::unique_ptr<BatchSource>> Forks(const BatchSource& source, int t
 }
 
 }  // namespace
+
+int DefaultLoaderThreads(int loaders) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp((cores - 4 * loaders) / std::max(loaders, 1), 1, 16);
+}
 
 Loader::Loader(engine::Engine& engine, std::unique_ptr<BatchSource> source,
                const LoaderOptions& options)

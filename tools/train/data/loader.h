@@ -64,8 +64,9 @@ struct LoaderOptions {
   // thread), so that a thread's batch is wanted depth steps after it was
   // claimed at the earliest.
   int depth = 4;
-  // Threads, >= 0; 0 picks all the machine's cores but four (for the
-  // training thread and the engine's workers), at least 1 and at most 16:
+  // Threads, >= 0; 0 picks DefaultLoaderThreads(): all the machine's cores
+  // but four (for the training thread and the engine's workers), at least 1
+  // and at most 16:
   // on a 16-core H200 host 8 threads left every 6th to 9th step of the GPU
   // preset waiting for its batch (P90 up to twice the P50), 12 kept the P90
   // within 1.3x of the P50 (docs/benchmarks.md, Train). A source that does
@@ -79,6 +80,12 @@ struct LoaderOptions {
   // source had thrown there (see the state model). Must be thread-safe.
   std::function<void(const HostBatch&)> check = {};
 };
+
+// The threads a loader takes by default where `loaders` of them share the
+// machine (the ranks of a sharded run, each with its own): its cores but
+// four a loader (its training thread and engine workers), split among
+// them, at least 1 and at most 16.
+[[nodiscard]] int DefaultLoaderThreads(int loaders = 1);
 
 class Loader {
  public:

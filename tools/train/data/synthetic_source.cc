@@ -118,10 +118,7 @@ double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 }  // namespace
 
 SyntheticSource::SyntheticSource(const SyntheticOptions& options)
-    : BatchSource(options.batch_size),
-      options_(options),
-      spec_(Validate(options)),
-      examples_(options.num_examples) {
+    : BatchSource(options.batch_size), options_(options), spec_(Validate(options)) {
   const int num_tables = spec_.num_tables();
   const uint64_t world = options_.model_seed;
   zipf_.reserve(num_tables);
@@ -175,8 +172,6 @@ SyntheticSource::SyntheticSource(const SyntheticSource& other, int rank, int ran
       bias_(other.bias_),
       slice_rank_(rank),
       slice_ranks_(ranks),
-      examples_(other.options_.num_examples == kEndless ? kEndless
-                                                        : other.options_.num_examples / ranks),
       bags_(other.bags_.size()),
       lengths_(other.lengths_.size()) {}
 
@@ -202,6 +197,10 @@ int64_t SyntheticSource::StreamExample(int64_t e) const {
   if (slice_ranks_ == 1) return e;
   const int64_t local = batch_size();
   return (e / local) * options_.batch_size + slice_rank_ * local + e % local;
+}
+
+int64_t SyntheticSource::Examples() const {
+  return options_.num_examples == kEndless ? kEndless : options_.num_examples / slice_ranks_;
 }
 
 int64_t SyntheticSource::RowOfRank(int t, int64_t k) const {
@@ -322,14 +321,14 @@ void SyntheticSource::Calibrate() {
 }
 
 std::optional<int64_t> SyntheticSource::size() const {
-  if (examples_ == kEndless) return std::nullopt;
-  return examples_;
+  if (Examples() == kEndless) return std::nullopt;
+  return Examples();
 }
 
 std::optional<HostBatch> SyntheticSource::Next(const BatchMemory& memory) {
   int64_t count = batch_size();
-  if (examples_ != kEndless) {
-    count = std::min(count, examples_ - position_);
+  if (const int64_t examples = Examples(); examples != kEndless) {
+    count = std::min(count, examples - position_);
     if (count <= 0) return std::nullopt;
   } else {
     count = std::min(
@@ -370,10 +369,10 @@ std::optional<HostBatch> SyntheticSource::Next(const BatchMemory& memory) {
 }
 
 void SyntheticSource::Seek(int64_t example) {
-  const bool endless = examples_ == kEndless;
-  if (example < 0 || (!endless && example > examples_)) {
+  const int64_t examples = Examples();
+  if (example < 0 || (examples != kEndless && example > examples)) {
     throw InvalidArgument(absl::StrCat("[SyntheticSource::Seek] example ", example,
-                                       " is outside [0, ", examples_, "]"));
+                                       " is outside [0, ", examples, "]"));
   }
   position_ = example;
 }

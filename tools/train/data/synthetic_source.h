@@ -105,6 +105,8 @@ class SyntheticSource final : public BatchSource {
 
   // The example of the stream that the source's example `e` is.
   [[nodiscard]] int64_t StreamExample(int64_t e) const;
+  // The source's examples (the slice's), or kEndless.
+  [[nodiscard]] int64_t Examples() const;
 
   // Draws one example from `rng`: its dense features into dense[0, D), each
   // table's bag appended to bags_[t] and its length to lengths_[t]; returns
@@ -125,11 +127,10 @@ class SyntheticSource final : public BatchSource {
   std::vector<double> dense_mean_, dense_inv_std_, dense_weight_;
   double bias_ = 0.0;
   // The slice (Slice): rank slice_rank_ of slice_ranks_ of each batch of
-  // options_.batch_size examples; 0 of 1 for the whole. Positions and
-  // examples_ (the size, or kEndless) count the slice's examples.
+  // options_.batch_size examples; 0 of 1 for the whole. Positions count
+  // the slice's examples.
   int slice_rank_ = 0;
   int slice_ranks_ = 1;
-  int64_t examples_ = kEndless;
   int64_t position_ = 0;
 
   // Scratch of Next, kept to reuse its memory.

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -55,15 +54,12 @@ engine::EngineOptions RankEngine(const ShardedTrainOptions& options, int rank) {
   return engine;
 }
 
-// Each rank's loader threads. On GPUs the cores but four a rank (its
-// pushing thread and engine workers), shared among the process's ranks, at
-// least one and at most 16: a synthetic GPU-preset batch of 8192 examples
-// costs a core about 16 ms, where a step takes 3.5. On the CPU one (the
-// ranks' ops need the cores). A source that does not fork gets one.
+// Each rank's loader threads: on GPUs the machine's share of each of the
+// process's ranks (a synthetic GPU-preset batch of 8192 examples costs a
+// core about 16 ms, where a step takes 3.5); on the CPU one (the ranks'
+// ops need the cores). A source that does not fork gets one.
 int LoaderThreads(const ShardedTrainOptions& options, int local_ranks) {
-  if (!options.gpus) return 1;
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  return std::clamp((cores - 4 * local_ranks) / local_ranks, 1, 16);
+  return options.gpus ? DefaultLoaderThreads(local_ranks) : 1;
 }
 
 class RankRun {
