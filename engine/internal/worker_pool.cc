@@ -25,13 +25,15 @@ WorkerPool::WorkerPool(std::string name, int workers, std::unique_ptr<TaskQueue>
       run_(std::move(run)),
       options_(std::move(options)),
       streams_(workers),
-      counts_(workers) {
+      counts_(workers),
+      started_(workers) {
   threads_.reserve(workers);
   for (int i = 0; i < workers; ++i) {
     threads_.emplace_back([this, i] { Loop(i); });
     // Thread names show in debuggers and profilers; at most 15 characters.
     pthread_setname_np(threads_.back().native_handle(), name_.substr(0, 15).c_str());
   }
+  started_.wait();
 }
 
 WorkerPool::~WorkerPool() { Stop(); }
@@ -64,6 +66,7 @@ GpuStream WorkerPool::LaneStream() {
 }
 
 void WorkerPool::Loop(int index) {
+  started_.count_down();
   ThreadState& thread = CurrentThread();
   thread.is_worker = true;
   thread.pool = this;

@@ -17,12 +17,20 @@
 // behind that pool's GPU work (compute behind copies), which is what
 // separate pools exist to prevent.
 //
+// Startup: the constructor returns once every worker thread has started (as
+// MXNet's engine thread pools wait for theirs). A thread still starting
+// holds its runtime's locks for a moment (a sanitizer's allocator, filling
+// the new thread's cache), and a fork() at that moment leaves them locked
+// in the child, whose own threads then hang on them; seen under gcc's ASan
+// in the fork test. After construction no worker is in its start-up.
+//
 // Thread safety: Push is thread-safe; Stop and AbandonAfterFork are called
 // once, by the owning engine.
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <latch>
 #include <memory>
 #include <string>
 #include <thread>
@@ -91,6 +99,7 @@ class WorkerPool {
   std::atomic<int> ready_{0};
   std::atomic<uint32_t> turn_{0};
   std::vector<WorkerCounts> counts_;  // by worker
+  std::latch started_;                // counted down as each worker starts
   std::vector<std::thread> threads_;
 };
 
