@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <new>
+#include <vector>
 
 #include <concurrentqueue/concurrentqueue.h>
 
@@ -17,8 +18,9 @@ constexpr std::size_t kBatch = 32;
 // pushes that many ops and waits finds them all again on its next step.
 constexpr std::size_t kMaxSharedBytes = std::size_t{64} << 20;
 constexpr std::align_val_t kAlign{64};
-// Size classes: an op with a few vars, up to about 20, up to about 100.
-constexpr std::array<std::size_t, 3> kClassBytes = {512, 1024, 4096};
+// Size classes: a var's queue chunk; an op with a few vars, up to about 20,
+// up to about 100.
+constexpr std::array<std::size_t, 4> kClassBytes = {64, 512, 1024, 4096};
 constexpr int kNoClass = -1;
 
 int ClassOf(std::size_t size) {
@@ -35,9 +37,10 @@ void HeapFree(void* memory) { ::operator delete(memory, kAlign); }
 // lines sit in that thread's core: fetching them now, for writing, lets the
 // transfer overlap the rest of this push instead of stalling the next one
 // on its first store (measured: most of Submit's time on the random DAG).
-void PrefetchBlock(const void* block) {
-  constexpr int kLines = 8;  // an op header and a dozen var links
-  for (int line = 0; line < kLines; ++line) {
+void PrefetchBlock(const void* block, std::size_t bytes) {
+  // An op header and a dozen var links at most.
+  const std::size_t lines = std::min<std::size_t>(8, bytes / 64);
+  for (std::size_t line = 0; line < lines; ++line) {
     PrefetchForWrite(static_cast<const char*>(block) + 64 * line);
   }
 }
@@ -47,7 +50,7 @@ using SharedQueue = moodycamel::ConcurrentQueue<void*>;
 SharedQueue& Shared(int size_class) {
   // Leaked on purpose: blocks may be freed during static destruction.
   static auto* const shared = new std::array<SharedQueue, kClassBytes.size()>{
-      SharedQueue(1024), SharedQueue(1024), SharedQueue(1024)};
+      SharedQueue(1024), SharedQueue(1024), SharedQueue(1024), SharedQueue(1024)};
   return (*shared)[size_class];
 }
 
@@ -64,7 +67,18 @@ class ClassCache {
     if (count_ == 0) Refill(size_class);
     if (count_ == 0) return HeapAllocate(kClassBytes[size_class]);
     void* block = blocks_[--count_];
-    if (count_ > 0) PrefetchBlock(blocks_[count_ - 1]);
+    if (count_ > 0) PrefetchBlock(blocks_[count_ - 1], kClassBytes[size_class]);
+    return block;
+  }
+
+  void Reserve(int size_class, std::size_t count) {
+    if (reserved_.size() >= count) return;
+    reserved_.reserve(count);
+    while (reserved_.size() < count) reserved_.push_back(Take(size_class));
+  }
+  void* TakeReserved() {
+    void* block = reserved_.back();
+    reserved_.pop_back();
     return block;
   }
 
@@ -74,6 +88,8 @@ class ClassCache {
   }
 
   void Release(int size_class) {
+    for (void* block : reserved_) Put(size_class, block);
+    reserved_.clear();
     for (std::size_t i = 0; i < count_; ++i) {
       if (SharedFull(size_class) || !Shared(size_class).enqueue(blocks_[i])) HeapFree(blocks_[i]);
     }
@@ -98,6 +114,7 @@ class ClassCache {
 
   std::array<void*, 2 * kBatch> blocks_;
   std::size_t count_ = 0;
+  std::vector<void*> reserved_;  // set aside by Reserve
 };
 
 struct ThreadCache {
@@ -118,6 +135,17 @@ void* BlockPool::Allocate(std::size_t size) {
   const int size_class = ClassOf(size);
   if (size_class == kNoClass) return HeapAllocate(size);
   return Cache().classes[size_class].Take(size_class);
+}
+
+void BlockPool::Reserve(std::size_t size, std::size_t count) {
+  const int size_class = ClassOf(size);
+  if (size_class == kNoClass) throw std::bad_alloc();  // only small blocks are reserved
+  Cache().classes[size_class].Reserve(size_class, count);
+}
+
+void* BlockPool::TakeReserved(std::size_t size) {
+  const int size_class = ClassOf(size);
+  return Cache().classes[size_class].TakeReserved();
 }
 
 void BlockPool::Free(void* memory, std::size_t size) {

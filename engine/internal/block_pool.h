@@ -8,9 +8,9 @@
 // of the engine's time on the random DAG went to futex waits there, and
 // every futex wait is a context switch.
 //
-// Shape: a block's size (the op header plus its var links) picks one of a
-// few size classes; blocks larger than the largest class (ops naming over
-// ~100 vars) come from the heap. Per class, each thread keeps a small LIFO
+// Shape: a block's size (the op header plus its var links; or a var's
+// queue chunk, access_queue.h) picks one of a few size classes; blocks larger than the largest
+// class (ops naming over ~100 vars) come from the heap. Per class, each thread keeps a small LIFO
 // cache of free blocks (the most recently freed one is still in cache), and
 // threads exchange batches through a lock-free shared queue (moodycamel's):
 // a worker's frees flow in batches to the pusher's allocations. A class's
@@ -29,6 +29,13 @@ class BlockPool {
   static void* Allocate(std::size_t size);
   // REQUIRES: `memory` came from Allocate(size) with the same size.
   static void Free(void* memory, std::size_t size);
+
+  // Sets aside `count` blocks of `size` for this thread, allocating what is
+  // missing now (so this may throw); TakeReserved then hands them out
+  // without allocating, for callers that must not fail midway.
+  static void Reserve(std::size_t size, std::size_t count);
+  // REQUIRES: a block of `size` set aside on this thread and not yet taken.
+  static void* TakeReserved(std::size_t size);
 };
 
 }  // namespace ember::engine::internal

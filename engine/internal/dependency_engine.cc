@@ -331,6 +331,7 @@ void DependencyEngine::Submit(OprBlock* block, std::string_view where) {
 void DependencyEngine::EnqueueOnVars(OprBlock* block, std::string_view where) {
   const std::span<VarLink> links = block->links();
   block->wait.store(static_cast<int>(links.size()) + 1, std::memory_order_relaxed);
+  AccessQueue::Reserve(links.size());  // so that no var's queue fails to grow
   SpinLockHolder push(&push_mu_);
   for (const VarLink& link : links) {
     if (!VarTable::IsCurrent(link.generation, *link.var)) {
@@ -342,7 +343,7 @@ void DependencyEngine::EnqueueOnVars(OprBlock* block, std::string_view where) {
   ReadyList never_ready;  // the pusher's own count keeps the op from being ready
   for (VarLink& link : links) {
     SpinLockHolder lock(&link.var->mu());
-    link.var->AppendLocked(&link, &never_ready);
+    link.var->AppendLocked(link, &never_ready);
     if (block->deletes_var) link.var->BumpGenerationLocked();
   }
 }

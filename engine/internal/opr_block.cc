@@ -55,7 +55,7 @@ OprBlock::OprBlock(DependencyEngine* engine, Operator* op, std::string_view own_
       num_links(static_cast<uint32_t>(vars.size())) {
   VarLink* link = links().data();
   for (const VarAccess& access : vars) {
-    new (link++) VarLink{this, access.var, nullptr, access.generation, access.mode};
+    new (link++) VarLink{this, access.var, access.generation, access.mode};
   }
 }
 

@@ -12,41 +12,37 @@ void WokenList::NotifyAll() {
   }
 }
 
-void Var::GrantLocked(VarLink* link, ReadyList* ready) {
-  if (Writes(link->mode)) {
+void Var::GrantLocked(OprBlock* block, bool writes, ReadyList* ready) {
+  if (writes) {
     writing_ = true;
   } else {
     ++running_reads_;
   }
-  if (error_.live()) link->block->InheritError(error_);
-  if (link->block->DecrementWait()) ready->Add(link->block);
+  if (error_.live()) block->InheritError(error_);
+  if (block->DecrementWait()) ready->Add(block);
 }
 
-void Var::AppendLocked(VarLink* link, ReadyList* ready) {
-  if (Writes(link->mode)) ++pending_writes_;
-  const bool idle = head_ == nullptr && !writing_;
-  if (idle && (!Writes(link->mode) || running_reads_ == 0)) {
-    GrantLocked(link, ready);
+void Var::AppendLocked(const VarLink& link, ReadyList* ready) {
+  const bool writes = Writes(link.mode);
+  if (writes) ++pending_writes_;
+  const bool idle = queue_.empty() && !writing_;
+  if (idle && (!writes || running_reads_ == 0)) {
+    GrantLocked(link.block, writes, ready);
     return;
   }
-  link->next = nullptr;
-  if (tail_ == nullptr) {
-    head_ = tail_ = link;
-  } else {
-    tail_->next = link;
-    tail_ = link;
-  }
+  queue_.Push(link.block, link.mode);
 }
 
 // Grants the queue's head: one write once nothing holds the var, or every
 // read up to the next write.
 void Var::GrantFromQueueLocked(ReadyList* ready) {
-  while (head_ != nullptr && !writing_) {
-    VarLink* link = head_;
-    if (Writes(link->mode) && running_reads_ > 0) return;
-    head_ = link->next;
-    if (head_ == nullptr) tail_ = nullptr;
-    GrantLocked(link, ready);
+  if (queue_.empty() || writing_) return;
+  queue_.PrefetchFront();
+  while (!queue_.empty() && !writing_) {
+    const AccessQueue::Entry next = queue_.front();
+    if (next.writes && running_reads_ > 0) return;
+    queue_.pop_front();
+    GrantLocked(next.block, next.writes, ready);
   }
 }
 
@@ -117,7 +113,7 @@ void Var::BumpGenerationLocked() { generation_.fetch_add(1, std::memory_order_re
 
 void Var::ResetForReuse() {
   SpinLockHolder lock(&mu_);
-  head_ = tail_ = nullptr;
+  queue_.Clear();
   running_reads_ = 0;
   writing_ = false;
   error_ = ErrorRef();

@@ -7,9 +7,10 @@
 // Invariants, all under mu_:
 //  1. Holders are either one write (writing_) or any number of reads
 //     (running_reads_ > 0), never both.
-//  2. The queue holds accesses in push order; its head waits only for the
-//     holders, every later entry also for the entries before it. A read is
-//     granted on arrival only when nothing is queued and nothing writes.
+//  2. The queue (access_queue.h) holds accesses in push order; its head
+//     waits only for the holders, every later entry also for the entries
+//     before it. A read is granted on arrival only when nothing is queued
+//     and nothing writes.
 //  3. An access is granted at most once; granting decrements its op's wait
 //     count and hands the op the var's error if it is still live (see
 //     op_error.h).
@@ -33,6 +34,7 @@
 #include "engine/base/mutex.h"
 #include "engine/base/spin_lock.h"
 #include "engine/internal/access.h"
+#include "engine/internal/access_queue.h"
 #include "engine/internal/gpu_fence.h"
 #include "engine/internal/op_error.h"
 
@@ -40,11 +42,10 @@ namespace ember::engine::internal {
 
 struct OprBlock;
 
-// One op's access to one var, linked into the var's queue while it waits.
+// One op's access to one var.
 struct VarLink {
   OprBlock* block = nullptr;
   class Var* var = nullptr;
-  VarLink* next = nullptr;
   uint32_t generation = 0;  // of the handle the pusher named, rechecked under the lock
   Access mode = Access::kRead;
 };
@@ -86,7 +87,8 @@ class alignas(64) Var {
   SpinLock& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
 
   // Queues `link` behind the var's earlier accesses, or grants it now.
-  void AppendLocked(VarLink* link, ReadyList* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // REQUIRES: a queue chunk set aside on this thread (AccessQueue::Reserve).
+  void AppendLocked(const VarLink& link, ReadyList* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // A granted read of the var has finished.
   void CompleteRead(ReadyList* ready);
@@ -124,14 +126,14 @@ class alignas(64) Var {
   void set_slot(uint32_t slot) { slot_ = slot; }
 
  private:
-  void GrantLocked(VarLink* link, ReadyList* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void GrantLocked(OprBlock* block, bool writes, ReadyList* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GrantFromQueueLocked(ReadyList* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   SpinLock mu_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   int running_reads_ ABSL_GUARDED_BY(mu_) = 0;
-  VarLink* head_ ABSL_GUARDED_BY(mu_) = nullptr;
-  VarLink* tail_ ABSL_GUARDED_BY(mu_) = nullptr;
+  AccessQueue queue_ ABSL_GUARDED_BY(mu_);
   ErrorRef error_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> version_{0};
   std::atomic<uint32_t> generation_{1};
