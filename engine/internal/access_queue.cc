@@ -1,5 +1,6 @@
 #include "engine/internal/access_queue.h"
 
+#include <cstdint>
 #include <new>
 
 #include "engine/internal/block_pool.h"
@@ -21,25 +22,41 @@ struct alignas(64) AccessQueue::Chunk {
   [[nodiscard]] Entry At(uint8_t i) const { return {blocks[i], ((writes >> i) & 1) != 0}; }
 };
 
+AccessQueue::Spent::~Spent() {
+  while (head_ != nullptr) {
+    Chunk* next = head_->next;
+    head_->~Chunk();
+    BlockPool::Free(head_, sizeof(Chunk));
+    head_ = next;
+  }
+}
+
 void AccessQueue::Reserve(std::size_t pushes) {
   static_assert(sizeof(Chunk) == 64, "a chunk is one cache line");
   BlockPool::Reserve(sizeof(Chunk), pushes);
 }
 
+void AccessQueue::TrimReserve() { BlockPool::TrimReserve(sizeof(Chunk)); }
+
+AccessQueue::~AccessQueue() {
+  Spent spent;
+  Clear(&spent);
+}
+
 AccessQueue::Entry AccessQueue::front() const { return head_->At(head_->begin); }
 
-void AccessQueue::pop_front() {
+// Any chunk but the tail is full, so a used-up head is followed by another
+// chunk unless it is the tail.
+void AccessQueue::PopFront(Spent* spent) {
   Chunk* chunk = head_;
   if (++chunk->begin < chunk->end) return;
-  // Used up: only the tail may be short of full, so another chunk follows
-  // any other.
   if (chunk == tail_) {
     head_ = tail_ = nullptr;
   } else {
     head_ = chunk->next;
   }
-  chunk->~Chunk();
-  BlockPool::Free(chunk, sizeof(Chunk));
+  chunk->next = spent->head_;
+  spent->head_ = chunk;
 }
 
 void AccessQueue::Push(OprBlock* block, Access mode) {
@@ -65,11 +82,11 @@ void AccessQueue::PrefetchFront() const {
   }
 }
 
-void AccessQueue::Clear() {
+void AccessQueue::Clear(Spent* spent) {
   while (head_ != nullptr) {
     Chunk* next = head_->next;
-    head_->~Chunk();
-    BlockPool::Free(head_, sizeof(Chunk));
+    head_->next = spent->head_;
+    spent->head_ = head_;
     head_ = next;
   }
   tail_ = nullptr;

@@ -11,16 +11,16 @@
 // sit side by side in one line, so the worker fetches that line once and
 // the ops' headers all at the same time (PrefetchFront).
 //
-// An entry is the op's block and whether it writes. Chunks come from the
-// BlockPool; Push never
-// allocates: each pushing thread sets chunks aside first (Reserve), before
-// it takes any var's lock, so a push never fails half-queued.
+// Memory: an entry is the op's block and whether it writes. Chunks come
+// from the BlockPool, and no pool call is made under the var's lock: a
+// pushing thread sets chunks aside before it takes any lock (Reserve), so
+// Push never allocates and a push never fails half-queued; chunks used up
+// by PopFront go to a Spent list, freed once the lock is released.
 //
-// Thread safety: guarded by the owning var's lock, except Reserve (per
-// thread).
+// Thread safety: guarded by the owning var's lock, except the static
+// functions (each about the calling thread) and Spent (the caller's own).
 
 #include <cstddef>
-#include <cstdint>
 
 #include "engine/internal/access.h"
 
@@ -29,24 +29,45 @@ namespace ember::engine::internal {
 struct OprBlock;
 
 class AccessQueue {
+  struct Chunk;
+
  public:
   struct Entry {
     OprBlock* block;
     bool writes;
   };
 
-  AccessQueue() = default;
-  AccessQueue(const AccessQueue&) = delete;
-  AccessQueue& operator=(const AccessQueue&) = delete;
+  // Used-up chunks, freed when it goes out of scope. Declare it before the
+  // var's lock holder, so that it outlives the lock.
+  class Spent {
+   public:
+    Spent() = default;
+    Spent(const Spent&) = delete;
+    Spent& operator=(const Spent&) = delete;
+    ~Spent();
+
+   private:
+    friend class AccessQueue;
+    Chunk* head_ = nullptr;
+  };
 
   // Sets aside enough chunks for `pushes` calls of Push on this thread.
   // May throw std::bad_alloc; Push then cannot.
   static void Reserve(std::size_t pushes);
+  // After a push of many vars: gives back what this thread set aside beyond
+  // a few dozen chunks.
+  static void TrimReserve();
+
+  AccessQueue() = default;
+  AccessQueue(const AccessQueue&) = delete;
+  AccessQueue& operator=(const AccessQueue&) = delete;
+  ~AccessQueue();  // frees what a var dropped with accesses left would keep
 
   [[nodiscard]] bool empty() const { return head_ == nullptr; }
   // REQUIRES: !empty().
   [[nodiscard]] Entry front() const;
-  void pop_front();
+  // Removes the front; a chunk it used up goes to `spent`. REQUIRES: !empty().
+  void PopFront(Spent* spent);
   // REQUIRES: Reserve has set a chunk aside for it.
   void Push(OprBlock* block, Access mode);
 
@@ -54,12 +75,10 @@ class AccessQueue {
   // up to the first write, and the chunk after the head's.
   void PrefetchFront() const;
 
-  // Frees the chunks of a queue left non-empty (a var reset for reuse).
-  void Clear();
+  // Empties the queue (a var reset for reuse), its chunks going to `spent`.
+  void Clear(Spent* spent);
 
  private:
-  struct Chunk;
-
   Chunk* head_ = nullptr;
   Chunk* tail_ = nullptr;
 };

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <new>
-#include <vector>
 
 #include <concurrentqueue/concurrentqueue.h>
 
@@ -58,9 +58,29 @@ bool SharedFull(int size_class) {
   return Shared(size_class).size_approx() * kClassBytes[size_class] >= kMaxSharedBytes;
 }
 
+// Blocks set aside by Reserve, linked through their first word.
+struct Reserved {
+  void* head = nullptr;
+  std::size_t count = 0;
+
+  void Push(void* block) {
+    *static_cast<void**>(block) = head;
+    head = block;
+    ++count;
+  }
+  void* Pop() {
+    assert(count > 0 && "TakeReserved without a block set aside");
+    void* block = head;
+    head = *static_cast<void**>(block);
+    --count;
+    return block;
+  }
+};
+
 // One thread's free blocks of one class: at most 2 * kBatch, in a fixed
 // array (a growing vector would allocate on a thread's first frees); the
-// older half goes to the shared queue.
+// older half goes to the shared queue. Trivially destructible members only:
+// see Released().
 class ClassCache {
  public:
   void* Take(int size_class) {
@@ -71,29 +91,32 @@ class ClassCache {
     return block;
   }
 
-  void Reserve(int size_class, std::size_t count) {
-    if (reserved_.size() >= count) return;
-    reserved_.reserve(count);
-    while (reserved_.size() < count) reserved_.push_back(Take(size_class));
-  }
-  void* TakeReserved() {
-    void* block = reserved_.back();
-    reserved_.pop_back();
-    return block;
-  }
-
   void Put(int size_class, void* block) {
     if (count_ == blocks_.size()) Spill(size_class);
     blocks_[count_++] = block;
   }
 
+  void Reserve(int size_class, std::size_t count) {
+    while (reserved_.count < count) reserved_.Push(Take(size_class));
+  }
+  void* TakeReserved() { return reserved_.Pop(); }
+  void TrimReserve(int size_class, std::size_t keep) {
+    while (reserved_.count > keep) Put(size_class, reserved_.Pop());
+  }
+
   void Release(int size_class) {
-    for (void* block : reserved_) Put(size_class, block);
-    reserved_.clear();
-    for (std::size_t i = 0; i < count_; ++i) {
-      if (SharedFull(size_class) || !Shared(size_class).enqueue(blocks_[i])) HeapFree(blocks_[i]);
-    }
+    TrimReserve(size_class, 0);
+    for (std::size_t i = 0; i < count_; ++i) FreeShared(size_class, blocks_[i]);
     count_ = 0;
+  }
+
+  static void* TakeShared(int size_class) {
+    void* block = nullptr;
+    if (Shared(size_class).try_dequeue(block)) return block;
+    return HeapAllocate(kClassBytes[size_class]);
+  }
+  static void FreeShared(int size_class, void* block) {
+    if (SharedFull(size_class) || !Shared(size_class).enqueue(block)) HeapFree(block);
   }
 
  private:
@@ -114,13 +137,22 @@ class ClassCache {
 
   std::array<void*, 2 * kBatch> blocks_;
   std::size_t count_ = 0;
-  std::vector<void*> reserved_;  // set aside by Reserve
+  Reserved reserved_;
 };
+
+// Whether this thread's cache is gone. A thread's thread_locals are
+// destroyed in the reverse order of their construction, so another one's
+// destructor may free or take blocks after the cache's ran (the bulk that
+// flushes at thread exit, bulk.cc, made before the cache on most threads);
+// from then on this thread goes to the shared queues directly. A plain
+// bool: it has no destructor, so it outlives every thread_local object.
+thread_local bool cache_released = false;
 
 struct ThreadCache {
   std::array<ClassCache, kClassBytes.size()> classes;
   ~ThreadCache() {
     for (std::size_t c = 0; c < classes.size(); ++c) classes[c].Release(static_cast<int>(c));
+    cache_released = true;
   }
 };
 
@@ -129,29 +161,46 @@ ThreadCache& Cache() {
   return cache;
 }
 
+// Most reservations are a few blocks; a thread keeps at most this many set
+// aside after an op that named thousands of vars.
+constexpr std::size_t kMaxKeptReserve = 2 * kBatch;
+
 }  // namespace
 
 void* BlockPool::Allocate(std::size_t size) {
   const int size_class = ClassOf(size);
   if (size_class == kNoClass) return HeapAllocate(size);
+  if (cache_released) return ClassCache::TakeShared(size_class);
   return Cache().classes[size_class].Take(size_class);
-}
-
-void BlockPool::Reserve(std::size_t size, std::size_t count) {
-  const int size_class = ClassOf(size);
-  if (size_class == kNoClass) throw std::bad_alloc();  // only small blocks are reserved
-  Cache().classes[size_class].Reserve(size_class, count);
-}
-
-void* BlockPool::TakeReserved(std::size_t size) {
-  const int size_class = ClassOf(size);
-  return Cache().classes[size_class].TakeReserved();
 }
 
 void BlockPool::Free(void* memory, std::size_t size) {
   const int size_class = ClassOf(size);
   if (size_class == kNoClass) return HeapFree(memory);
+  if (cache_released) return ClassCache::FreeShared(size_class, memory);
   Cache().classes[size_class].Put(size_class, memory);
+}
+
+// Once the cache is gone nothing is set aside (it would have no owner left
+// to free it): TakeReserved allocates then, which only a push from a
+// thread_local's destructor at thread exit ever meets.
+void BlockPool::Reserve(std::size_t size, std::size_t count) {
+  const int size_class = ClassOf(size);
+  assert(size_class != kNoClass && "only small blocks are set aside");
+  if (cache_released) return;
+  Cache().classes[size_class].Reserve(size_class, count);
+}
+
+void* BlockPool::TakeReserved(std::size_t size) {
+  const int size_class = ClassOf(size);
+  if (cache_released) return ClassCache::TakeShared(size_class);
+  return Cache().classes[size_class].TakeReserved();
+}
+
+void BlockPool::TrimReserve(std::size_t size) {
+  if (cache_released) return;
+  const int size_class = ClassOf(size);
+  Cache().classes[size_class].TrimReserve(size_class, kMaxKeptReserve);
 }
 
 }  // namespace ember::engine::internal

@@ -19,6 +19,10 @@ namespace {
 // completing inline would recurse; past this depth they go to a worker.
 constexpr int kMaxInlineDepth = 4;
 
+// A push naming more vars than this gives back the queue chunks it set
+// aside and did not use (AccessQueue::TrimReserve).
+constexpr std::size_t kTrimReserveAbove = 64;
+
 // RecordError drops reported errors once this many are kept.
 constexpr std::size_t kPruneErrorsAt = 64;
 
@@ -332,20 +336,23 @@ void DependencyEngine::EnqueueOnVars(OprBlock* block, std::string_view where) {
   const std::span<VarLink> links = block->links();
   block->wait.store(static_cast<int>(links.size()) + 1, std::memory_order_relaxed);
   AccessQueue::Reserve(links.size());  // so that no var's queue fails to grow
-  SpinLockHolder push(&push_mu_);
-  for (const VarLink& link : links) {
-    if (!VarTable::IsCurrent(link.generation, *link.var)) {
-      throw InvalidArgument(fmt::format("[{}] op '{}': var (slot {}) {}", where, block->name,
-                                        link.var->slot(),
-                                        VarTable::Describe(VarTable::Lookup::kStale)));
+  {
+    SpinLockHolder push(&push_mu_);
+    for (const VarLink& link : links) {
+      if (!VarTable::IsCurrent(link.generation, *link.var)) {
+        throw InvalidArgument(fmt::format("[{}] op '{}': var (slot {}) {}", where, block->name,
+                                          link.var->slot(),
+                                          VarTable::Describe(VarTable::Lookup::kStale)));
+      }
+    }
+    ReadyList never_ready;  // the pusher's own count keeps the op from being ready
+    for (VarLink& link : links) {
+      SpinLockHolder lock(&link.var->mu());
+      link.var->AppendLocked(link, &never_ready);
+      if (block->deletes_var) link.var->BumpGenerationLocked();
     }
   }
-  ReadyList never_ready;  // the pusher's own count keeps the op from being ready
-  for (VarLink& link : links) {
-    SpinLockHolder lock(&link.var->mu());
-    link.var->AppendLocked(link, &never_ready);
-    if (block->deletes_var) link.var->BumpGenerationLocked();
-  }
+  if (links.size() > kTrimReserveAbove) AccessQueue::TrimReserve();
 }
 
 // ---- Running ----------------------------------------------------------------

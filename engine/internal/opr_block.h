@@ -17,8 +17,7 @@
 //
 // Fields by owner (each field's comment repeats it):
 //  - the constant part, the function, `seq`, `done` and the links: the
-//    pushing thread, before the op is queued; then the links' `next` change
-//    only under their vars' locks;
+//    pushing thread, before the op is queued; constant after;
 //  - `wait`: decremented by whoever grants a var (atomic, acq_rel);
 //  - `refs`, `completed`: atomic, any thread holding a reference;
 //  - the inherited error: written by granting threads before the last

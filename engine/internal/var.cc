@@ -35,25 +35,29 @@ void Var::AppendLocked(const VarLink& link, ReadyList* ready) {
 
 // Grants the queue's head: one write once nothing holds the var, or every
 // read up to the next write.
-void Var::GrantFromQueueLocked(ReadyList* ready) {
+void Var::GrantFromQueueLocked(ReadyList* ready, AccessQueue::Spent* spent) {
   if (queue_.empty() || writing_) return;
   queue_.PrefetchFront();
   while (!queue_.empty() && !writing_) {
     const AccessQueue::Entry next = queue_.front();
     if (next.writes && running_reads_ > 0) return;
-    queue_.pop_front();
+    queue_.PopFront(spent);
     GrantLocked(next.block, next.writes, ready);
   }
 }
 
+// (Here and below, `spent` is declared first so that its chunks are freed
+// after the lock is released.)
 void Var::CompleteRead(ReadyList* ready) {
+  AccessQueue::Spent spent;
   SpinLockHolder lock(&mu_);
   --running_reads_;
-  if (running_reads_ == 0) GrantFromQueueLocked(ready);
+  if (running_reads_ == 0) GrantFromQueueLocked(ready, &spent);
 }
 
 void Var::CompleteWrite(ErrorRef error, ReadyList* ready, WokenList* woken,
                         absl::FunctionRef<void(VarWaiter&)> on_wake) {
+  AccessQueue::Spent spent;
   SpinLockHolder lock(&mu_);
   writing_ = false;
   --pending_writes_;
@@ -70,7 +74,7 @@ void Var::CompleteWrite(ErrorRef error, ReadyList* ready, WokenList* woken,
     on_wake(*waiter);
     woken->Add(waiter);
   }
-  GrantFromQueueLocked(ready);
+  GrantFromQueueLocked(ready, &spent);
 }
 
 bool Var::AddWaiterLocked(VarWaiter* waiter) {
@@ -112,8 +116,9 @@ ErrorRef Var::ErrorAt(uint32_t generation, uint64_t version) {
 void Var::BumpGenerationLocked() { generation_.fetch_add(1, std::memory_order_release); }
 
 void Var::ResetForReuse() {
+  AccessQueue::Spent spent;
   SpinLockHolder lock(&mu_);
-  queue_.Clear();
+  queue_.Clear(&spent);
   running_reads_ = 0;
   writing_ = false;
   error_ = ErrorRef();

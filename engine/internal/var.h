@@ -128,7 +128,8 @@ class alignas(64) Var {
  private:
   void GrantLocked(OprBlock* block, bool writes, ReadyList* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void GrantFromQueueLocked(ReadyList* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void GrantFromQueueLocked(ReadyList* ready, AccessQueue::Spent* spent)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   SpinLock mu_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -17,12 +17,13 @@
 // behind that pool's GPU work (compute behind copies), which is what
 // separate pools exist to prevent.
 //
-// Startup: the constructor returns once every worker thread has started (as
-// MXNet's engine thread pools wait for theirs). A thread still starting
-// holds its runtime's locks for a moment (a sanitizer's allocator, filling
-// the new thread's cache), and a fork() at that moment leaves them locked
-// in the child, whose own threads then hang on them; seen under gcc's ASan
-// in the fork test. After construction no worker is in its start-up.
+// Startup: the constructor returns once every worker thread is running its
+// loop (as MXNet's engine thread pools wait for theirs). A thread the
+// runtime is still starting holds the runtime's locks for a moment (a
+// sanitizer's allocator, filling the new thread's cache), and a fork() at
+// that moment leaves them locked in the child, whose own threads then hang
+// on them; seen under gcc's ASan in the fork test. A GPU worker makes its
+// stream after that point, so engine creation does not wait for CUDA.
 //
 // Thread safety: Push is thread-safe; Stop and AbandonAfterFork are called
 // once, by the owning engine.
