@@ -79,8 +79,9 @@ struct Reserved {
 
 // One thread's free blocks of one class: at most 2 * kBatch, in a fixed
 // array (a growing vector would allocate on a thread's first frees); the
-// older half goes to the shared queue. Trivially destructible members only:
-// see Released().
+// older half goes to the shared queue. Trivially destructible members only,
+// so that nothing is left to misuse once the cache is gone (see
+// cache_released).
 class ClassCache {
  public:
   void* Take(int size_class) {
