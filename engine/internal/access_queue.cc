@@ -36,7 +36,7 @@ void AccessQueue::Reserve(std::size_t pushes) {
   BlockPool::Reserve(sizeof(Chunk), pushes);
 }
 
-void AccessQueue::TrimReserve() { BlockPool::TrimReserve(sizeof(Chunk)); }
+void AccessQueue::GiveBackReserve() { BlockPool::TrimReserve(sizeof(Chunk), kKeptReserve); }
 
 AccessQueue::~AccessQueue() {
   Spent spent;

@@ -54,9 +54,12 @@ class AccessQueue {
   // Sets aside enough chunks for `pushes` calls of Push on this thread.
   // May throw std::bad_alloc; Push then cannot.
   static void Reserve(std::size_t pushes);
-  // After a push of many vars: gives back what this thread set aside beyond
-  // a few dozen chunks.
-  static void TrimReserve();
+  // After a push of `pushes` vars: one of many vars gives back what this
+  // thread set aside beyond kKeptReserve chunks (most pushes set aside a
+  // few, and pay only this comparison).
+  static void TrimReserve(std::size_t pushes) {
+    if (pushes > kKeptReserve) GiveBackReserve();
+  }
 
   AccessQueue() = default;
   AccessQueue(const AccessQueue&) = delete;
@@ -79,6 +82,9 @@ class AccessQueue {
   void Clear(Spent* spent);
 
  private:
+  static constexpr std::size_t kKeptReserve = 64;
+  static void GiveBackReserve();
+
   Chunk* head_ = nullptr;
   Chunk* tail_ = nullptr;
 };

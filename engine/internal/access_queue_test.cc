@@ -26,6 +26,23 @@ void Push(AccessQueue& queue, FakeBlock& fake, bool writes) {
   queue.Push(AsBlock(fake), writes ? Access::kWrite : Access::kRead);
 }
 
+void PushAll(AccessQueue& queue, std::vector<FakeBlock>& blocks, bool writes) {
+  for (FakeBlock& fake : blocks) Push(queue, fake, writes);
+}
+
+// The front, removed; its chunk, if used up, freed at once.
+AccessQueue::Entry Pop(AccessQueue& queue) {
+  const AccessQueue::Entry front = queue.front();
+  AccessQueue::Spent spent;
+  queue.PopFront(&spent);
+  return front;
+}
+
+void Clear(AccessQueue& queue) {
+  AccessQueue::Spent spent;
+  queue.Clear(&spent);
+}
+
 TEST(AccessQueueTest, FirstInFirstOutAcrossChunks) {
   std::vector<FakeBlock> blocks(40);
   AccessQueue queue;
@@ -34,11 +51,9 @@ TEST(AccessQueueTest, FirstInFirstOutAcrossChunks) {
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     ASSERT_FALSE(queue.empty()) << "entry " << i;
     queue.PrefetchFront();
-    const AccessQueue::Entry front = queue.front();
+    const AccessQueue::Entry front = Pop(queue);
     EXPECT_EQ(front.block, AsBlock(blocks[i])) << "entry " << i;
     EXPECT_EQ(front.writes, i % 3 == 0) << "entry " << i;
-    AccessQueue::Spent spent;
-    queue.PopFront(&spent);
   }
   EXPECT_TRUE(queue.empty());
 }
@@ -60,34 +75,27 @@ TEST(AccessQueueTest, InterleavedPushesAndPopsMatchAModel) {
       model.emplace_back(AsBlock(fake), writes);
     } else {
       ASSERT_FALSE(queue.empty()) << "step " << step;
-      const AccessQueue::Entry front = queue.front();
+      const AccessQueue::Entry front = Pop(queue);
       ASSERT_EQ(front.block, model[model_front].first) << "step " << step;
       ASSERT_EQ(front.writes, model[model_front].second) << "step " << step;
-      AccessQueue::Spent spent;
-      queue.PopFront(&spent);
       ++model_front;
     }
     ASSERT_EQ(queue.empty(), model_front == model.size()) << "step " << step;
   }
-  AccessQueue::Spent spent;
-  queue.Clear(&spent);
+  Clear(queue);
   EXPECT_TRUE(queue.empty());
 }
 
 TEST(AccessQueueTest, ClearFreesWhatIsLeftAndTheQueueIsReusable) {
   std::vector<FakeBlock> blocks(20);
   AccessQueue queue;
-  for (FakeBlock& fake : blocks) Push(queue, fake, false);
-  {
-    AccessQueue::Spent spent;  // frees the chunks when it goes
-    queue.Clear(&spent);
-  }
+  PushAll(queue, blocks, false);
+  Clear(queue);
   EXPECT_TRUE(queue.empty());
   Push(queue, blocks[3], true);
-  EXPECT_EQ(queue.front().block, AsBlock(blocks[3]));
-  EXPECT_TRUE(queue.front().writes);
-  AccessQueue::Spent spent;
-  queue.PopFront(&spent);
+  const AccessQueue::Entry front = Pop(queue);
+  EXPECT_EQ(front.block, AsBlock(blocks[3]));
+  EXPECT_TRUE(front.writes);
   EXPECT_TRUE(queue.empty());
 }
 
@@ -96,7 +104,7 @@ TEST(AccessQueueTest, ClearFreesWhatIsLeftAndTheQueueIsReusable) {
 TEST(AccessQueueTest, DestroyedWithEntriesLeftFreesThem) {
   std::vector<FakeBlock> blocks(13);
   AccessQueue queue;
-  for (FakeBlock& fake : blocks) Push(queue, fake, true);
+  PushAll(queue, blocks, true);
 }
 
 }  // namespace

@@ -162,10 +162,6 @@ ThreadCache& Cache() {
   return cache;
 }
 
-// Most reservations are a few blocks; a thread keeps at most this many set
-// aside after an op that named thousands of vars.
-constexpr std::size_t kMaxKeptReserve = 2 * kBatch;
-
 }  // namespace
 
 void* BlockPool::Allocate(std::size_t size) {
@@ -198,10 +194,10 @@ void* BlockPool::TakeReserved(std::size_t size) {
   return Cache().classes[size_class].TakeReserved();
 }
 
-void BlockPool::TrimReserve(std::size_t size) {
+void BlockPool::TrimReserve(std::size_t size, std::size_t keep) {
   if (cache_released) return;
   const int size_class = ClassOf(size);
-  Cache().classes[size_class].TrimReserve(size_class, kMaxKeptReserve);
+  Cache().classes[size_class].TrimReserve(size_class, keep);
 }
 
 }  // namespace ember::engine::internal

@@ -37,8 +37,8 @@ class BlockPool {
   static void Reserve(std::size_t size, std::size_t count);
   // REQUIRES: a block of `size` set aside on this thread and not yet taken.
   static void* TakeReserved(std::size_t size);
-  // Gives back what this thread has set aside beyond a few dozen blocks.
-  static void TrimReserve(std::size_t size);
+  // Gives back what this thread has set aside beyond `keep` blocks.
+  static void TrimReserve(std::size_t size, std::size_t keep);
 };
 
 }  // namespace ember::engine::internal

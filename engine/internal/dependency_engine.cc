@@ -19,10 +19,6 @@ namespace {
 // completing inline would recurse; past this depth they go to a worker.
 constexpr int kMaxInlineDepth = 4;
 
-// A push naming more vars than this gives back the queue chunks it set
-// aside and did not use (AccessQueue::TrimReserve).
-constexpr std::size_t kTrimReserveAbove = 64;
-
 // RecordError drops reported errors once this many are kept.
 constexpr std::size_t kPruneErrorsAt = 64;
 
@@ -352,7 +348,7 @@ void DependencyEngine::EnqueueOnVars(OprBlock* block, std::string_view where) {
       if (block->deletes_var) link.var->BumpGenerationLocked();
     }
   }
-  if (links.size() > kTrimReserveAbove) AccessQueue::TrimReserve();
+  AccessQueue::TrimReserve(links.size());
 }
 
 // ---- Running ----------------------------------------------------------------

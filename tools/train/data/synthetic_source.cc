@@ -321,8 +321,9 @@ void SyntheticSource::Calibrate() {
 }
 
 std::optional<int64_t> SyntheticSource::size() const {
-  if (Examples() == kEndless) return std::nullopt;
-  return Examples();
+  const int64_t examples = Examples();
+  if (examples == kEndless) return std::nullopt;
+  return examples;
 }
 
 std::optional<HostBatch> SyntheticSource::Next(const BatchMemory& memory) {
