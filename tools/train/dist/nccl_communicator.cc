@@ -149,7 +149,7 @@ NcclCommunicator::NcclCommunicator(int rank, int world_size, int device, const N
         rank, world_size, device, devices, options.timeout.count()));
   }
   ScopedDevice on(device);
-  nccl_->stream = CudaStream::Create("NcclCommunicator's stream");
+  nccl_->stream = CudaStream::CreateUrgent("NcclCommunicator's stream");
   nccl_->follow = CudaEvent::Create("NcclCommunicator's IssueAfter event");
   nccl_->timeout = options.timeout;
   if (options.record_timings) {

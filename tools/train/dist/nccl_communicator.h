@@ -4,8 +4,10 @@
 // one GPU per rank. The buffers of its calls are device memory of the
 // rank's GPU, as NCCL takes them (the spans only carry pointer and size).
 //
-// Each call issues its NCCL operations on the communicator's own stream
-// and returns when they finished, as the contract says: the caller is the
+// Each call issues its NCCL operations on the communicator's own stream,
+// at the device's highest priority (NCCL's blocks then start ahead of the
+// queued blocks of the step's compute kernels, which the exchange runs
+// beside), and returns when they finished, as the contract says: the caller is the
 // rank's in-order communication worker, so only that worker waits, and
 // NCCL sees the ranks' collectives in one order. Inputs that an engine op
 // has ordered on its own stream (an Async engine) are followed with
