@@ -7,11 +7,11 @@
 // Each call issues its NCCL operations on the communicator's own stream,
 // at the device's highest priority (NCCL's blocks then start ahead of the
 // queued blocks of the step's compute kernels, which the exchange runs
-// beside), and returns when they finished, as the contract says: the caller is the
-// rank's in-order communication worker, so only that worker waits, and
-// NCCL sees the ranks' collectives in one order. Inputs that an engine op
-// has ordered on its own stream (an Async engine) are followed with
-// IssueAfter(op's stream) before the call.
+// beside), and returns when they finished, as the contract says: the
+// caller is the rank's in-order communication worker, so only that worker
+// waits, and NCCL sees the ranks' collectives in one order. Inputs that an
+// engine op has ordered on its own stream (an Async engine) are followed
+// with IssueAfter(op's stream) before the call.
 //
 // AllReduceSum adds in rank order, as the contract requires: NCCL's own
 // reductions add in an order that depends on the topology (rings, trees),
@@ -36,6 +36,7 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -83,7 +84,8 @@ class NcclCommunicator final : public Communicator {
  public:
   // Joins the group of `id` as `rank` of `world_size` on GPU `device`.
   // Blocks until every rank has joined (ncclCommInitRank) and is connected
-  // to it (a collective of each kind, unrecorded). Throws
+  // to it (collectives of each kind, unrecorded, and for a moment
+  // 2 x world_size x kConnectBytesPerPeer of device memory). Throws
   // InvalidArgument for a bad rank, world size, device or timeout, and
   // Unavailable when NCCL fails (naming its reason).
   NcclCommunicator(int rank, int world_size, int device, const NcclUniqueId& id,
@@ -111,9 +113,14 @@ class NcclCommunicator final : public Communicator {
  private:
   struct Nccl;  // NCCL's and CUDA's handles, kept out of this header
 
-  // One collective of each kind, so that NCCL connects the peers while
-  // every rank is known to be there.
+  // Collectives of each kind, an all-to-all as wide as kConnectBytesPerPeer,
+  // so that NCCL connects every channel to every peer while every rank is
+  // known to be there.
   void Connect();
+  // Bytes to each peer in Connect's all-to-all: enough for NCCL to spread
+  // one send over its most channels (at most 64 channels of 512 KiB
+  // chunks over NVLink), so that no later send needs a new channel.
+  static constexpr int64_t kConnectBytesPerPeer = int64_t{32} << 20;
 
   const int device_;
   std::unique_ptr<Nccl> nccl_;
