@@ -75,8 +75,9 @@ struct NcclCommunicator::Nccl {
 
   // Grows the scratch to `floats` (a call's own: the stream is idle
   // between calls). The outgrown scratch is freed only at the end: a
-  // cudaFree waits for the device, and in a process that drives several
-  // ranks that wait can join a cycle with another rank's collective.
+  // cudaFree synchronizes the device under the driver's locks, a known
+  // source of deadlocks beside NCCL kernels that wait for another rank of
+  // the same process, so none happens mid-run.
   void Reserve(size_t floats) {
     if (floats <= scratch_floats) return;
     float* grown = nullptr;
@@ -175,40 +176,29 @@ NcclCommunicator::NcclCommunicator(int rank, int world_size, int device, const N
 }
 
 void NcclCommunicator::Connect() {
-  // NCCL connects peers lazily: a collective's first use of a channel sets
-  // up its buffers and handshakes with the peer on the host, inside the
-  // NCCL call, out of the timeout's reach. A send uses more channels the
-  // larger it is, so a small exchange leaves channels unconnected; met
-  // mid-run, their setup allocates and maps memory while other ranks'
-  // kernels wait on their GPUs (docs/train.md, "NCCL"). Every rank is here
-  // now (ncclCommInitRank returned): an all-to-all large enough to use
-  // every channel to every peer, then one collective of each other kind,
-  // connects them all, so that later calls wait on the GPU, where the
-  // timeout applies.
+  // NCCL connects peers on their first collective of each kind, and that
+  // call blocks on the host until the peers take part, out of the
+  // timeout's reach (a peer that never came would hang it). Every rank is
+  // here now (ncclCommInitRank returned): one collective of each kind the
+  // communicator issues connects them, so that later calls wait on the
+  // GPU, where the timeout applies.
   const auto n = static_cast<size_t>(world_size());
-  const std::vector<int64_t> wide(n, kConnectBytesPerPeer);
-  // The wide exchange's send and receive halves, then a float (aligned).
-  const size_t wide_bytes = n * kConnectBytesPerPeer;
+  // A float (aligned, at the start), then a byte to send and one to
+  // receive per rank.
   std::byte* buffer = nullptr;
-  CudaCheck(cudaMalloc(&buffer, 2 * wide_bytes + sizeof(float)),
+  CudaCheck(cudaMalloc(&buffer, sizeof(float) + 2 * n),
             "cudaMalloc for NcclCommunicator's connection");
-  auto* one = reinterpret_cast<float*>(buffer + 2 * wide_bytes);
+  std::byte* bytes = buffer + sizeof(float);
+  const std::vector<int64_t> ones(n, 1);
   try {
-    CudaCheck(cudaMemsetAsync(buffer, 0, 2 * wide_bytes + sizeof(float), nccl_->stream.get()),
-              "cudaMemsetAsync of NcclCommunicator's connection");
-    DoAllToAllV({buffer, wide_bytes}, wide, {buffer + wide_bytes, wide_bytes}, wide, "connect");
-    // And a narrow one: NCCL picks its protocol by size as well.
-    const std::vector<int64_t> ones(n, 1);
-    DoAllToAllV({buffer, n}, ones, {buffer + wide_bytes, n}, ones, "connect");
-    DoAllReduceSum({one, 1}, "connect");
+    DoAllToAllV({bytes, n}, ones, {bytes + n, n}, ones, "connect");
+    DoAllReduceSum({reinterpret_cast<float*>(buffer), 1}, "connect");
+    DoBarrier("connect");
   } catch (...) {
     CudaLogIfError(cudaFree(buffer), "cudaFree of the connection's buffers");
     throw;
   }
-  // Freed before the last collective: past it, another rank may start its
-  // first real collective, and this free waits for the device.
   CudaCheck(cudaFree(buffer), "cudaFree of the connection's buffers");
-  DoBarrier("connect");
 }
 
 NcclCommunicator::~NcclCommunicator() {

@@ -36,7 +36,6 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -84,8 +83,7 @@ class NcclCommunicator final : public Communicator {
  public:
   // Joins the group of `id` as `rank` of `world_size` on GPU `device`.
   // Blocks until every rank has joined (ncclCommInitRank) and is connected
-  // to it (collectives of each kind, unrecorded, and for a moment
-  // 2 x world_size x kConnectBytesPerPeer of device memory). Throws
+  // to it (a collective of each kind, unrecorded). Throws
   // InvalidArgument for a bad rank, world size, device or timeout, and
   // Unavailable when NCCL fails (naming its reason).
   NcclCommunicator(int rank, int world_size, int device, const NcclUniqueId& id,
@@ -113,14 +111,9 @@ class NcclCommunicator final : public Communicator {
  private:
   struct Nccl;  // NCCL's and CUDA's handles, kept out of this header
 
-  // Collectives of each kind, an all-to-all as wide as kConnectBytesPerPeer,
-  // so that NCCL connects every channel to every peer while every rank is
-  // known to be there.
+  // One collective of each kind, so that NCCL connects the peers while
+  // every rank is known to be there.
   void Connect();
-  // Bytes to each peer in Connect's all-to-all: enough for NCCL to spread
-  // one send over its most channels (at most 64 channels of 512 KiB
-  // chunks over NVLink), so that no later send needs a new channel.
-  static constexpr int64_t kConnectBytesPerPeer = int64_t{32} << 20;
 
   const int device_;
   std::unique_ptr<Nccl> nccl_;
