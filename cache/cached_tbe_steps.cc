@@ -56,14 +56,16 @@ engine::DeferredCheck FaultCheck(std::shared_ptr<storage::Buffer> record, std::s
   };
 }
 
-// A zeroed fault record in pinned memory, which kernels on `stream` write
-// in place. The host writes it first, so the block's previous owners (a
-// batch's pinned tensor whose upload may still be in flight) are waited
-// for on the host before the zeroing; the release is fenced after the
-// kernels on `stream`.
-std::shared_ptr<storage::Buffer> NewFaultRecord(void* stream) {
+// A zeroed fault record in pinned memory, which kernels on `stream` (of
+// GPU `device`) write in place. The host writes it first, so the block's
+// previous owners (a batch's pinned tensor whose upload may still be in
+// flight) are waited for on the host before the zeroing; the release is
+// fenced after the kernels on `stream`. The block comes from `device`'s
+// pinned pool: its previous owners' fences are then this GPU's, never
+// another rank's.
+std::shared_ptr<storage::Buffer> NewFaultRecord(int device, void* stream) {
   auto record =
-      std::make_shared<storage::Buffer>(storage::GetStorage(storage::MemoryKind::kPinned)
+      std::make_shared<storage::Buffer>(storage::GetStorage(storage::MemoryKind::kPinned, device)
                                             .Alloc(sizeof(internal::BatchFault), nullptr));
   *static_cast<internal::BatchFault*>(record->data()) = internal::BatchFault{};
   record->RecordUse(stream);
@@ -142,7 +144,7 @@ void CachedTbe::Prefetch(const ops::TbeBatch& batch, CacheLocations& locations) 
         }
         const int64_t bytes = internal::PrefetchScratchBytes(*args, batch_args.num_indices, passes);
         storage::Buffer scratch = scratch_memory->Alloc(static_cast<std::size_t>(bytes), stream);
-        auto record = NewFaultRecord(stream);
+        auto record = NewFaultRecord(args->device, stream);
         internal::PrefetchCuda(*args, batch_args, where, timestep, passes, scratch.data(), bytes,
                                static_cast<internal::BatchFault*>(record->data()), args->device,
                                stream);
@@ -188,7 +190,7 @@ void CachedTbe::LookupForInference(const ops::TbeBatch& batch, CacheLocations& l
                             internal::LookupCpu(*args, batch_args, where);
                             return engine::DeferredCheck();
                           }
-                          auto record = NewFaultRecord(stream);
+                          auto record = NewFaultRecord(args->device, stream);
                           internal::LookupCuda(*args, batch_args, where,
                                                static_cast<internal::BatchFault*>(record->data()),
                                                args->device, stream);

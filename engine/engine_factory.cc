@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/base/device.h"
 #include "engine/base/mutex.h"
 #include "engine/engine.h"
 #include "engine/error.h"
@@ -33,6 +34,13 @@ void Validate(const EngineOptions& options) {
   check("max_in_flight", options.max_in_flight, 1);
   check("pace_in_flight", options.pace_in_flight, 0);
   check("bulk_size", options.bulk_size, 0);
+  check("host_memory_gpu", options.host_memory_gpu, 0);
+  const int gpus = GpuCount();
+  if (gpus > 0 && options.host_memory_gpu >= gpus) {
+    throw InvalidArgument(fmt::format(
+        "[CreateEngine] EngineOptions::host_memory_gpu = {}: this machine has {} GPU(s)",
+        options.host_memory_gpu, gpus));
+  }
 }
 
 // The process-wide engine. It is destroyed (drained, workers joined) by an

@@ -61,6 +61,13 @@ struct EngineOptions {
   // (a long op, or one waiting for the pusher), so pacing cannot deadlock.
   int pace_in_flight = 1024;
   int bulk_size = 0;  // default per-thread bulk size of PushSync (0: off)
+  // The GPU whose streams order the reuse of this engine's pinned host
+  // memory (a pinned tensor's first-use and release fences), and whose
+  // pinned pool it comes from (storage::GetStorage). A process that drives
+  // one GPU per engine, as the ranks of a sharded run do, names each
+  // engine's own GPU: no engine then runs work on another rank's GPU or
+  // waits for its fences, which could sit behind that rank's collectives.
+  int host_memory_gpu = 0;
   // When set, the engine writes a Chrome-trace profile of every op here when
   // it is destroyed (see docs/profiling.md).
   std::string profile_path;

@@ -156,7 +156,7 @@ GpuMemory MemoryFor(std::string_view op, engine::Context ctx, const TbeOptions& 
   if (!options.validate) return memory;
   memory.pinned = options.pinned_memory != nullptr
                       ? options.pinned_memory
-                      : &storage::GetStorage(storage::MemoryKind::kPinned);
+                      : &storage::GetStorage(storage::MemoryKind::kPinned, ctx.device_id);
   if (memory.pinned->kind() != storage::MemoryKind::kPinned) {
     throw InvalidArgument(fmt::format("[{}] `options.pinned_memory` is {} memory; expected kPinned",
                                       op, storage::ToString(memory.pinned->kind())));

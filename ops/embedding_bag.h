@@ -52,8 +52,9 @@
 // (or a copy of it, or an op pushed with it) lives. Temporaries (the
 // backward's sort buffers, the validation's fault record) come from
 // options.device_memory and options.pinned_memory, by default the
-// process-wide managers of the op's GPU and of pinned memory; the tables'
-// copy comes from the device manager of the first op that needs it there.
+// process-wide managers of the op's GPU and of pinned memory fenced on that
+// GPU; the tables' copy comes from the device manager of the first op that
+// needs it there.
 //
 // Backward. For every distinct row r of table t in the batch,
 //   g_r = sum over its occurrences i (in bag b) of w_i * s_b * grad_output[b, t's columns]
@@ -138,8 +139,8 @@ struct TbeOptions {
   bool validate = true;        // see "Validation"
   bool deterministic = false;  // see "Backward": always honoured
   // Where a GPU op gets its memory (see "GPU memory"); the CPU ignores
-  // them. Null: storage::GetStorage of kDevice on the op's GPU, and of
-  // kPinned. A manager given must be of that kind (and GPU), and outlive
+  // them. Null: storage::GetStorage of kDevice and of kPinned on the op's
+  // GPU. A manager given must be of that kind (and GPU), and outlive
   // every op pushed with it and every TbeTables whose copy it holds.
   storage::StorageManager* device_memory = nullptr;
   storage::StorageManager* pinned_memory = nullptr;

@@ -67,7 +67,10 @@ std::unique_ptr<StorageManager> CreateStorageManager(MemoryKind kind, int device
 std::size_t DeviceFreeBytes(int device);
 
 // The process-wide manager of `kind` on `device`, made on first use with
-// StorageOptions::FromEnv(); it lives until exit.
+// StorageOptions::FromEnv(); it lives until exit. kCpu has one manager;
+// kPinned one per GPU, so that engines that each drive their own GPU
+// (EngineOptions::host_memory_gpu) never share pinned blocks, whose reuse
+// would wait for another engine's streams.
 StorageManager& GetStorage(MemoryKind kind, int device = 0);
 
 }  // namespace ember::storage

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <absl/container/flat_hash_map.h>
@@ -36,12 +37,11 @@ void Validate(const StorageOptions& options) {
   }
 }
 
-void CheckDevice(MemoryKind kind, int device) {
+void CheckDevice(MemoryKind kind, int device, std::string_view where = "CreateStorageManager") {
   const int gpus = GpuCount();
   if (device >= 0 && device < gpus) return;
-  throw Unavailable(
-      fmt::format("[CreateStorageManager] {} memory on gpu({}): this machine has {} GPU(s)",
-                  ToString(kind), device, gpus));
+  throw Unavailable(fmt::format("[{}] {} memory on gpu({}): this machine has {} GPU(s)", where,
+                                ToString(kind), device, gpus));
 }
 
 // The value of `name` if set and not empty.
@@ -138,8 +138,10 @@ StorageManager& GetStorage(MemoryKind kind, int device) {
   static auto* mu = new Mutex();
   static auto* managers =
       new absl::flat_hash_map<std::pair<int, int>, std::unique_ptr<StorageManager>>();
-  const bool host = kind == MemoryKind::kCpu || kind == MemoryKind::kPinned;
-  const std::pair<int, int> key{static_cast<int>(kind), host ? -1 : device};
+  // One kCpu manager; the others one per GPU (for kPinned: the GPU whose
+  // streams fence its blocks, EngineOptions::host_memory_gpu).
+  if (kind == MemoryKind::kPinned && GpuCount() > 0) CheckDevice(kind, device, "GetStorage");
+  const std::pair<int, int> key{static_cast<int>(kind), kind == MemoryKind::kCpu ? -1 : device};
   MutexLock lock(mu);
   auto& manager = (*managers)[key];
   if (manager == nullptr)

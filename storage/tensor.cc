@@ -104,7 +104,10 @@ Tensor Tensor::Empty(engine::Engine& engine, std::vector<int64_t> shape, DType d
   // Checked before GetStorage, so that a misplaced kind is reported as such
   // rather than as a missing device.
   CheckPlacement(chosen, IsHostKind(chosen) ? -1 : ctx.device_id, ctx);
-  StorageManager& manager = GetStorage(chosen, ctx.is_gpu() ? ctx.device_id : 0);
+  const int device = chosen == MemoryKind::kPinned ? engine.options().host_memory_gpu
+                     : ctx.is_gpu()                ? ctx.device_id
+                                                   : 0;
+  StorageManager& manager = GetStorage(chosen, device);
   return Empty(engine, manager, std::move(shape), dtype, ctx);
 }
 
@@ -144,7 +147,7 @@ Context Tensor::FenceContext() const {
     case MemoryKind::kUvm:
       return ctx_;
     case MemoryKind::kPinned:
-      return GpuCount() > 0 ? Context::GPU(0) : Context::CPU();
+      return GpuCount() > 0 ? Context::GPU(engine_->options().host_memory_gpu) : Context::CPU();
     case MemoryKind::kCpu:
       break;
   }

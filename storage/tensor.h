@@ -114,7 +114,8 @@ class Tensor {
   void CheckDType(DType requested) const;
   void CheckUsable(std::string_view where) const;
   // Where fences of this buffer are recorded and waited on: the tensor's GPU,
-  // GPU 0 for pinned memory when there is a GPU, else the CPU.
+  // the engine's host_memory_gpu for pinned memory when there is a GPU,
+  // else the CPU.
   [[nodiscard]] engine::Context FenceContext() const;
   void PushFirstUse();
   // Deletes the var, handing the buffer to the deletion op; leaves the

@@ -170,7 +170,8 @@ void WarmCuda(const CacheArgs& cache, const int64_t* rows, int64_t count, int64_
   staged.push_back(count);
 
   const std::size_t bytes = staged.size() * sizeof(int64_t);
-  storage::Buffer pinned = storage::GetStorage(storage::MemoryKind::kPinned).Alloc(bytes, nullptr);
+  storage::Buffer pinned =
+      storage::GetStorage(storage::MemoryKind::kPinned, device).Alloc(bytes, nullptr);
   std::memcpy(pinned.data(), staged.data(), bytes);
   storage::Buffer on_gpu =
       storage::GetStorage(storage::MemoryKind::kDevice, device).Alloc(bytes, s);

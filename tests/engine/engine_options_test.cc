@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "engine/base/device.h"
 #include "engine/engine.h"
 #include "engine/error.h"
 
@@ -93,6 +94,28 @@ TEST(EngineOptionsTest, KnobsComeFromTheEnvironment) {
 TEST(EngineOptionsTest, DefaultIsThreadedEnginePerDevice) {
   ScopedEnv env("ENGINE_TYPE", "");
   EXPECT_EQ(EngineOptions::FromEnv().type, EngineType::kThreadedPerDevice);
+}
+
+TEST(EngineOptionsTest, HostMemoryGpuMustNameAGpu) {
+  EngineOptions options;
+  options.host_memory_gpu = -1;
+  try {
+    (void)CreateEngine(options);
+    FAIL() << "no exception";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("host_memory_gpu = -1 must be at least 0"));
+  }
+  options.host_memory_gpu = 4096;  // more GPUs than any machine has
+  if (GpuCount() == 0) {
+    EXPECT_NO_THROW((void)CreateEngine(options)) << "without a GPU the option is not used";
+    return;
+  }
+  try {
+    (void)CreateEngine(options);
+    FAIL() << "no exception";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("host_memory_gpu = 4096: this machine has"));
+  }
 }
 
 TEST(EngineOptionsTest, BadNumberNamesTheVariable) {

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/engine.h"
+#include "engine/error.h"
 #include "storage/storage.h"
 #include "storage/tensor.h"
 #include "tests/engine/cuda/test_kernels.h"
@@ -96,7 +97,7 @@ class TensorCudaTest : public ::testing::TestWithParam<const char*> {
 
 TEST_P(TensorCudaTest, CpuGpuGpuCpuRoundTripIsExact) {
   std::mt19937 rng(1);
-  const std::vector<int32_t> values = RandomInts(rng, 256 * 1024);  // 1 MiB
+  const std::vector<int32_t> values = RandomInts(rng, std::size_t{256} * 1024);  // 1 MiB
   Tensor src = Filled(*cpu_, values);
   Tensor a = OnGpu(*device_, src.numel());
   Tensor b = OnGpu(*device_, src.numel());
@@ -111,7 +112,7 @@ TEST_P(TensorCudaTest, PeerCopyBetweenTwoGpusIsExact) {
   if (gpus_ < 2) GTEST_SKIP() << "needs two GPUs";
   auto device1 = CreateStorageManager(MemoryKind::kDevice, 1, {});
   std::mt19937 rng(2);
-  const std::vector<int32_t> values = RandomInts(rng, 64 * 1024);
+  const std::vector<int32_t> values = RandomInts(rng, std::size_t{64} * 1024);
   Tensor src = Filled(*pinned_, values);
   Tensor on0 = OnGpu(*device_, src.numel());
   Tensor on1 = Make(*device1, src.numel(), Context::GPU(1));
@@ -126,9 +127,49 @@ TEST_P(TensorCudaTest, PeerCopyBetweenTwoGpusIsExact) {
   engine_->WaitForAll();  // device1's deletions run before it goes
 }
 
+// An engine that names GPU 1 for its host memory (a sharded run's rank 1)
+// takes its pinned tensors from GPU 1's pinned pool, not GPU 0's, and its
+// copies through GPU 1 stay exact, also for a block reused after a copy.
+TEST_P(TensorCudaTest, PinnedMemoryOfAnEngineOnGpu1ComesFromGpu1sPool) {
+  if (gpus_ < 2) GTEST_SKIP() << "needs two GPUs";
+  engine::EngineOptions options = engine::ParseEngineType(GetParam());
+  options.host_memory_gpu = 1;
+  auto engine = engine::CreateEngine(options);
+  auto device1 = CreateStorageManager(MemoryKind::kDevice, 1, {});
+  const std::size_t gpu0_before = GetStorage(MemoryKind::kPinned, 0).Stats().allocations;
+  const std::size_t gpu1_before = GetStorage(MemoryKind::kPinned, 1).Stats().allocations;
+  std::mt19937 rng(5);
+  for (int round = 0; round < 3; ++round) {
+    const std::vector<int32_t> values = RandomInts(rng, std::size_t{64} * 1024);
+    const auto n = static_cast<int64_t>(values.size());
+    Tensor src = Tensor::Empty(*engine, {n}, DType::kI32, Context::CPU(), MemoryKind::kPinned);
+    src.WaitToWrite();
+    std::copy(values.begin(), values.end(), src.data<int32_t>());
+    Tensor on1 = Tensor::Empty(*engine, *device1, {n}, DType::kI32, Context::GPU(1));
+    Tensor dst = Tensor::Empty(*engine, {n}, DType::kI32, Context::CPU(), MemoryKind::kPinned);
+    src.CopyTo(on1);
+    on1.CopyTo(dst);
+    EXPECT_EQ(Read(dst), values) << "round " << round;
+  }  // the next round's tensors reuse these blocks, after their fences
+  engine->WaitForAll();
+  EXPECT_EQ(GetStorage(MemoryKind::kPinned, 0).Stats().allocations, gpu0_before);
+  EXPECT_EQ(GetStorage(MemoryKind::kPinned, 1).Stats().allocations, gpu1_before + 6);
+  engine.reset();  // device1's deletions run before it goes
+}
+
+TEST_P(TensorCudaTest, PinnedPoolOfAGpuTheMachineLacksIsRefused) {
+  try {
+    (void)GetStorage(MemoryKind::kPinned, gpus_);
+    FAIL() << "no exception";
+  } catch (const Unavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("[GetStorage] pinned memory on gpu("), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_P(TensorCudaTest, PinnedAndUvmTensorsRoundTrip) {
   std::mt19937 rng(3);
-  const std::vector<int32_t> values = RandomInts(rng, 64 * 1024);
+  const std::vector<int32_t> values = RandomInts(rng, std::size_t{64} * 1024);
   Tensor src = Filled(*pinned_, values);
   Tensor uvm = OnGpu(*uvm_, src.numel());
   Tensor dev = OnGpu(*device_, src.numel());

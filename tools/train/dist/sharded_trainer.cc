@@ -39,14 +39,18 @@ struct RankOutcome {
 // rank's communication worker), and the compute keeps the others; and at
 // least two CPU workers, since the input's packing (batch i+2) and
 // unpacking (batch i+1) are CPU ops of a millisecond or more each, pushed
-// in one step, which one worker would run one after the other. Where a
+// in one step, which one worker would run one after the other. Its pinned
+// memory is fenced on, and pooled for, its own GPU `gpu`: with GPU 0 for
+// every rank, each rank's engine ran ops on GPU 0 and waited for the
+// others' fences, which can sit behind their collectives. Where a
 // profile is asked for, each rank writes its own (PATH.rankR.json): the
 // ranks' engines live in one process and would otherwise write one file.
-engine::EngineOptions RankEngine(const ShardedTrainOptions& options, int rank) {
+engine::EngineOptions RankEngine(const ShardedTrainOptions& options, int rank, int gpu) {
   engine::EngineOptions engine = options.engine;
   if (options.gpus) {
     engine.gpu_workers += 1;
     engine.cpu_workers = std::max(engine.cpu_workers, 2);
+    engine.host_memory_gpu = gpu;
   }
   if (!engine.profile_path.empty()) {
     engine.profile_path = fmt::format("{}.rank{}.json", engine.profile_path, rank);
@@ -71,7 +75,7 @@ class RankRun {
       : options_(options),
         layout_(layout),
         reports_(reports),
-        engine_(engine::CreateEngine(RankEngine(options, rank))),
+        engine_(engine::CreateEngine(RankEngine(options, rank, gpu))),
         collectives_(*engine_, comm,
                      options.gpus ? engine::Context::GPU(gpu) : engine::Context::CPU()),
         model_(*engine_, collectives_, layout, rank, options.model, options.cache) {}
