@@ -10,8 +10,6 @@
 #include <stdlib.h>  // setenv, unsetenv
 #include <unistd.h>  // getpid
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -156,16 +154,7 @@ TEST(ProcessGroupEnvTest, ReadsAndChecksTheVariables) {
             "[ProcessGroupFromEnv] EMBER_RUN_ID='a/b' has a space or a slash");
 }
 
-// Runs `command` in a shell; its stdout and stderr, and its exit status.
-std::pair<std::string, int> Shell(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return {"popen failed", -1};
-  std::array<char, 512> buffer;
-  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) out += buffer.data();
-  const int status = ::pclose(pipe);
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
-}
+using testing::Shell;
 
 TEST(LaunchScriptTest, SetsTheVariablesAndRunsTheCommand) {
   const std::string script = EMBER_LAUNCH_SCRIPT;
