@@ -53,11 +53,15 @@ namespace {
 
 // The in-flight bound caps how many blocks a window can need at once, so a
 // warm-up of many times that many ops grows the pools close to their peak.
-// Not quite to it: each worker's cache may hold a few dozen free blocks the
-// pusher cannot reach, so a rare window still grows the pool by a handful
-// (seen: up to 70 in 20,000 pushes, in 1 of 50 runs). The check is thus
-// below one allocation per 100 pushes, which any allocation made per push
-// (a copied name, a wrapped function, a spilled var list) exceeds 100-fold.
+// Not quite to it: each thread's cache may hold up to 64 free blocks of
+// each size class that the pusher cannot reach, so a rare window still
+// grows the pool once, by up to a few hundred blocks (seen: 70 in 20,000
+// pushes in 1 of 50 runs; 267 once in CI, since the var queues take
+// blocks of their own). The check is thus below one allocation per 100
+// pushes in a window, and a window that grew the pool is followed by
+// another, up to three: a one-time growth passes, while any allocation
+// made per push (a copied name, a wrapped function, a spilled var list)
+// exceeds the bound 100-fold in every window.
 class AllocationTest : public ::testing::TestWithParam<EngineCase> {
  protected:
   void SetUp() override {
@@ -133,11 +137,18 @@ TEST_P(AllocationTest, SteadyStatePushesAllocateNothing) {
     SCOPED_TRACE(static_cast<int>(path));
     Pusher pusher(engine());
     pusher.Push(path, 50'000);  // warm-up: pools, queues and caches fill
-    const long before = g_allocations.load();
-    pusher.Push(path, 20'000);
-    const long allocations = g_allocations.load() - before;
-    EXPECT_LT(allocations, 200) << allocations << " allocations in 20,000 pushes";
-    EXPECT_EQ(pusher.ran(), 70'000);
+    long pushed = 50'000;
+    long allocations = 0;
+    for (int window = 0; window < 3; ++window) {
+      const long before = g_allocations.load();
+      pusher.Push(path, 20'000);
+      pushed += 20'000;
+      allocations = g_allocations.load() - before;
+      if (allocations < 200) break;
+    }
+    EXPECT_LT(allocations, 200) << allocations
+                                << " allocations in the last window of 20,000 pushes";
+    EXPECT_EQ(pusher.ran(), pushed);
   }
 }
 
