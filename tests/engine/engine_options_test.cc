@@ -97,25 +97,20 @@ TEST(EngineOptionsTest, DefaultIsThreadedEnginePerDevice) {
 }
 
 TEST(EngineOptionsTest, HostMemoryGpuMustNameAGpu) {
+  using ::testing::HasSubstr;
+  using ::testing::ThrowsMessage;
   EngineOptions options;
+  auto create = [&options] { (void)CreateEngine(options); };
   options.host_memory_gpu = -1;
-  try {
-    (void)CreateEngine(options);
-    FAIL() << "no exception";
-  } catch (const InvalidArgument& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("host_memory_gpu = -1 must be at least 0"));
-  }
+  EXPECT_THAT(create,
+              ThrowsMessage<InvalidArgument>(HasSubstr("host_memory_gpu = -1 must be at least 0")));
   options.host_memory_gpu = 4096;  // more GPUs than any machine has
   if (GpuCount() == 0) {
-    EXPECT_NO_THROW((void)CreateEngine(options)) << "without a GPU the option is not used";
+    EXPECT_NO_THROW(create()) << "without a GPU the option is not used";
     return;
   }
-  try {
-    (void)CreateEngine(options);
-    FAIL() << "no exception";
-  } catch (const InvalidArgument& e) {
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("host_memory_gpu = 4096: this machine has"));
-  }
+  EXPECT_THAT(create, ThrowsMessage<InvalidArgument>(
+                          HasSubstr("host_memory_gpu = 4096: this machine has")));
 }
 
 TEST(EngineOptionsTest, BadNumberNamesTheVariable) {

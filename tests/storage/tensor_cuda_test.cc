@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <cuda_runtime_api.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "engine/engine.h"
@@ -132,10 +133,10 @@ TEST_P(TensorCudaTest, PeerCopyBetweenTwoGpusIsExact) {
 // copies through GPU 1 stay exact, also for a block reused after a copy.
 TEST_P(TensorCudaTest, PinnedMemoryOfAnEngineOnGpu1ComesFromGpu1sPool) {
   if (gpus_ < 2) GTEST_SKIP() << "needs two GPUs";
+  auto device1 = CreateStorageManager(MemoryKind::kDevice, 1, {});
   engine::EngineOptions options = engine::ParseEngineType(GetParam());
   options.host_memory_gpu = 1;
-  auto engine = engine::CreateEngine(options);
-  auto device1 = CreateStorageManager(MemoryKind::kDevice, 1, {});
+  auto engine = engine::CreateEngine(options);  // goes first: its deletions use device1
   const std::size_t gpu0_before = GetStorage(MemoryKind::kPinned, 0).Stats().allocations;
   const std::size_t gpu1_before = GetStorage(MemoryKind::kPinned, 1).Stats().allocations;
   std::mt19937 rng(5);
@@ -154,17 +155,12 @@ TEST_P(TensorCudaTest, PinnedMemoryOfAnEngineOnGpu1ComesFromGpu1sPool) {
   engine->WaitForAll();
   EXPECT_EQ(GetStorage(MemoryKind::kPinned, 0).Stats().allocations, gpu0_before);
   EXPECT_EQ(GetStorage(MemoryKind::kPinned, 1).Stats().allocations, gpu1_before + 6);
-  engine.reset();  // device1's deletions run before it goes
 }
 
 TEST_P(TensorCudaTest, PinnedPoolOfAGpuTheMachineLacksIsRefused) {
-  try {
-    (void)GetStorage(MemoryKind::kPinned, gpus_);
-    FAIL() << "no exception";
-  } catch (const Unavailable& e) {
-    EXPECT_NE(std::string(e.what()).find("[GetStorage] pinned memory on gpu("), std::string::npos)
-        << e.what();
-  }
+  EXPECT_THAT([this] { (void)GetStorage(MemoryKind::kPinned, gpus_); },
+              ::testing::ThrowsMessage<Unavailable>(
+                  ::testing::HasSubstr("[GetStorage] pinned memory on gpu(")));
 }
 
 TEST_P(TensorCudaTest, PinnedAndUvmTensorsRoundTrip) {

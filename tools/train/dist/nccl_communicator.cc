@@ -54,11 +54,12 @@ struct NcclCommunicator::Nccl {
   ncclComm_t comm = nullptr;
   CudaStream stream;
   std::chrono::milliseconds timeout{};
-  // AllReduceSum's gathered pieces and Barrier's word, grown as needed;
-  // the scratch it outgrew, kept until the end (Reserve).
+  // AllReduceSum's gathered pieces and Barrier's word, grown as needed:
+  // the newest of the scratch buffers made, all kept until the end
+  // (Reserve).
   float* scratch = nullptr;
   size_t scratch_floats = 0;
-  std::vector<float*> outgrown;
+  std::vector<float*> made;
   // The first failure; once set, every call throws it.
   std::string broken;
   // IssueAfter's event, and the timing pair (record_timings).
@@ -67,10 +68,7 @@ struct NcclCommunicator::Nccl {
   std::vector<CollectiveTiming> timings;
 
   ~Nccl() {
-    outgrown.push_back(scratch);
-    for (float* data : outgrown) {
-      if (data != nullptr) CudaLogIfError(cudaFree(data), "cudaFree of scratch");
-    }
+    for (float* data : made) CudaLogIfError(cudaFree(data), "cudaFree of scratch");
   }
 
   // Grows the scratch to `floats` (a call's own: the stream is idle
@@ -80,9 +78,10 @@ struct NcclCommunicator::Nccl {
   // the same process, so none happens mid-run.
   void Reserve(size_t floats) {
     if (floats <= scratch_floats) return;
+    made.reserve(made.size() + 1);  // so that nothing throws past the cudaMalloc
     float* grown = nullptr;
     CudaCheck(cudaMalloc(&grown, floats * sizeof(float)), "cudaMalloc of the collective's scratch");
-    if (scratch != nullptr) outgrown.push_back(scratch);
+    made.push_back(grown);
     scratch = grown;
     scratch_floats = floats;
   }
