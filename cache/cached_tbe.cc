@@ -126,16 +126,17 @@ CachedTbe::CachedTbe(engine::Engine& engine, ops::TbeTables tables, const CacheO
   state_ =
       Tensor::Empty(engine_, device_memory_,
                     {internal::StateElements(num_slots(), tables_.num_tables())}, DType::kI64, ctx);
+  dirty_ = Tensor::Empty(engine_, device_memory_, {num_slots()}, DType::kI32, ctx);
   if (options_.policy == CachePolicy::kLfu) {
     counts_ = Tensor::Empty(engine_, home_memory_, {tables_.total_rows()}, DType::kI64, ctx);
   }
   tables_meta_ = Tensor::Empty(engine_, device_memory_, {internal::TableArrayElements(tables_)},
                                DType::kI64, ctx);
   CacheArgs args = internal::MakeCacheArgs(tables_, options_, num_sets_, slot_dim_, home_, slots_,
-                                           state_, counts_, tables_meta_);
+                                           state_, dirty_, counts_, tables_meta_);
   if (args.home_mapped) AddStaging(args);
   args_ = std::make_shared<const CacheArgs>(args);
-  internal::PushInitialize(engine_, tables_, args_, tables_meta_, state_, counts_);
+  internal::PushInitialize(engine_, tables_, args_, tables_meta_, state_, dirty_, counts_);
 }
 
 CachedTbe::~CachedTbe() = default;  // the tensors delete themselves through the engine
@@ -206,6 +207,7 @@ void CachedTbe::MakeAdamMoments() {
 
 CacheSnapshot CachedTbe::Snapshot() {
   engine_.WaitForVar(state_.var());
+  engine_.WaitForVar(dirty_.var());
   const int64_t slots = num_slots();
   const std::vector<int64_t> raw =
       internal::ReadState(*args_, 2 * slots + (slots + 1) / 2);  // tags, timestamps, locks
@@ -214,6 +216,7 @@ CacheSnapshot CachedTbe::Snapshot() {
   snapshot.timestamps.assign(raw.begin() + slots, raw.begin() + 2 * slots);
   const auto* locks = reinterpret_cast<const int32_t*>(raw.data() + 2 * slots);
   snapshot.locks.assign(locks, locks + slots);
+  snapshot.dirty = internal::ReadDirty(*args_);
   return snapshot;
 }
 

@@ -8,17 +8,20 @@
 // a training pipeline only a push order (docs/cache.md):
 //
 //   op               writes                        reads
-//   Prefetch(i)      state, locations(i)           home, batch(i)
+//   Prefetch(i)      state, dirty, locations(i)    home, batch(i)
 //   Forward(i)       out(i)                        home, slots, locations(i), batch(i)
 //   Relookup(i)      state, locations(i)           batch(i)
-//   Backward*(i)     slots, home, optimizer state  locations(i), batch(i), grad(i)
-//   Flush            home                          state, slots
-//   Reset            home, state, slots
-//   Warm             state, slots                  home
+//   Backward*(i)     slots, dirty, home, optimizer state
+//                                                  locations(i), batch(i), grad(i)
+//   Flush            home, dirty                   state, slots
+//   Reset            home, state, slots, dirty
+//   Warm             state, slots, dirty           home
 //   LookupForInference  locations                  state, batch
 //   ForwardInference    out                        home, slots, state, locations, batch
 //
-// (home = var uvm_weights, slots = cache_weights, state = cache_state.)
+// (home = var uvm_weights, slots = cache_weights, state = cache_state,
+// dirty = cache_dirty: a flag per slot whose row a backward updated, so
+// that evictions and flushes write home only the rows that changed.)
 // Prefetch(i) also fills unlocked slots and writes evicted rows back home
 // without declaring either written: line locking keeps both away from every
 // slot and row a batch in flight uses (cache/internal/cache_args.h), so
@@ -201,6 +204,7 @@ class CachedTbe {
   storage::Tensor home_;
   storage::Tensor slots_;
   storage::Tensor state_;        // i64: tags, timestamps, locks, stats
+  storage::Tensor dirty_;        // i32: a flag per slot
   storage::Tensor counts_;       // LFU: i64 per row, at home; empty for LRU
   storage::Tensor tables_meta_;  // the TbeTables arrays, on the cache's context
   storage::Tensor staging_;      // a mapped home's write-back staging (CacheArgs)

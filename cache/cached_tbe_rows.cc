@@ -44,7 +44,7 @@ void CachedTbe::BackwardSgd(const ops::TbeBatch& batch, const CacheLocations& lo
                             const storage::Tensor& grad_output, const ops::SgdOptions& sgd,
                             const ops::TbeOptions& options) {
   CheckBatch("CachedTbe::BackwardSgd", batch, &locations);
-  const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr};
+  const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr, &dirty_};
   ops::EmbeddingBagBackwardSgd(tables_, home_, batch, grad_output, sgd,
                                WithMemory(options, options_.ctx, device_memory_), &cached);
 }
@@ -55,7 +55,7 @@ void CachedTbe::BackwardRowwiseAdagrad(const ops::TbeBatch& batch, const CacheLo
                                        const ops::TbeOptions& options) {
   CheckBatch("CachedTbe::BackwardRowwiseAdagrad", batch, &locations);
   storage::Tensor& accumulator = MakeAccumulator();
-  const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr};
+  const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr, &dirty_};
   ops::EmbeddingBagBackwardRowwiseAdagrad(tables_, home_, accumulator, batch, grad_output, adagrad,
                                           WithMemory(options, options_.ctx, device_memory_),
                                           &cached);
@@ -66,7 +66,7 @@ void CachedTbe::BackwardAdam(const ops::TbeBatch& batch, const CacheLocations& l
                              const ops::AdamOptions& adam, const ops::TbeOptions& options) {
   CheckBatch("CachedTbe::BackwardAdam", batch, &locations);
   MakeAdamMoments();
-  const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr};
+  const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr, &dirty_};
   ops::EmbeddingBagBackwardAdam(tables_, home_, adam_m_, adam_v_, batch, grad_output, step, adam,
                                 WithMemory(options, options_.ctx, device_memory_), &cached);
 }

@@ -128,7 +128,7 @@ void CachedTbe::Prefetch(const ops::TbeBatch& batch, CacheLocations& locations) 
   const int64_t timestep = ++timestep_;
   ++in_flight_;
   StepVars vars{{home_.var(), tables_meta_.var(), batch.indices->var(), batch.offsets->var()},
-                {state_.var(), locations.tensor().var()}};
+                {state_.var(), dirty_.var(), locations.tensor().var()}};
   if (counts_) vars.writes.push_back(counts_.var());
   if (staging_) vars.writes.push_back(staging_.var());
   const int passes = PassesFor(batch.indices->numel());
@@ -199,7 +199,8 @@ void CachedTbe::LookupForInference(const ops::TbeBatch& batch, CacheLocations& l
 }
 
 void CachedTbe::Flush() {
-  const StepVars vars{{state_.var(), slots_.var(), tables_meta_.var()}, {home_.var()}};
+  const StepVars vars{{state_.var(), slots_.var(), tables_meta_.var()},
+                      {home_.var(), dirty_.var()}};
   internal::PushCacheOp(engine_, "CachedTbe::Flush", options_.ctx, engine::FnProperty::kNormal,
                         vars, [args = args_](void* stream) {
                           if (args->device < 0) {
@@ -218,7 +219,8 @@ void CachedTbe::Reset() {
         fmt::format("[{}] {} batch(es) in flight hold slots locked; reset after their Relookup",
                     kOp, in_flight_));
   }
-  const StepVars vars{{tables_meta_.var()}, {home_.var(), state_.var(), slots_.var()}};
+  const StepVars vars{{tables_meta_.var()},
+                      {home_.var(), state_.var(), slots_.var(), dirty_.var()}};
   internal::PushCacheOp(engine_, kOp, options_.ctx, engine::FnProperty::kNormal, vars,
                         [args = args_](void* stream) {
                           if (args->device < 0) {
@@ -243,7 +245,8 @@ void CachedTbe::Warm(std::span<const int64_t> rows) {
     }
     if (seen.insert(rows[i]).second) order.push_back(rows[i]);
   }
-  const StepVars vars{{home_.var(), tables_meta_.var()}, {state_.var(), slots_.var()}};
+  const StepVars vars{{home_.var(), tables_meta_.var()},
+                      {state_.var(), slots_.var(), dirty_.var()}};
   internal::PushCacheOp(
       engine_, kOp, options_.ctx, engine::FnProperty::kNormal, vars,
       [args = args_, order = std::move(order), timestep = timestep_](void* stream) {

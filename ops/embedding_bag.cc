@@ -257,6 +257,10 @@ void CheckCudaBackwardLimits(std::string_view op, engine::Context ctx, const Tbe
 const Tensor* SlotsOf(const TbeCachedRows* cached) {
   return cached != nullptr ? cached->slots : nullptr;
 }
+// The slots' dirty flags a backward writes, when it keeps any.
+const Tensor* DirtyOf(const TbeCachedRows* cached) {
+  return cached != nullptr ? cached->dirty : nullptr;
+}
 
 // Checks `cached` (null: none) against the op's tensors (one context) and
 // points args at it.
@@ -281,7 +285,15 @@ void CheckCached(std::string_view op, const TbeTables& tables, const Tensor& wei
                     "widest table)",
                     op, internal::ShapeString(slots.shape()), max_dim));
   }
-  internal::CheckSamePlace(op, {&weights, &locations, &slots, cached->order_after});
+  if (cached->dirty != nullptr) {
+    CheckDType(op, "cached->dirty", *cached->dirty, DType::kI32);
+    if (cached->dirty->numel() < slots.shape()[0]) {
+      throw InvalidArgument(fmt::format("[{}] `cached->dirty` has {} flags for {} slots", op,
+                                        cached->dirty->numel(), slots.shape()[0]));
+    }
+    args.slot_dirty = cached->dirty->data<int32_t>();
+  }
+  internal::CheckSamePlace(op, {&weights, &locations, &slots, cached->order_after, cached->dirty});
   args.locations = locations.data<int32_t>();
   args.slots = slots.data();
   args.slot_stride = slots.shape()[1];
@@ -355,8 +367,8 @@ void EmbeddingBagBackwardSgd(const TbeTables& tables, Tensor& weights, const Tbe
   const engine::Context ctx = internal::CheckSamePlace(
       kOp, {&weights, batch.indices, batch.offsets, batch.per_sample_weights, &grad_output});
   CheckCached(kOp, tables, weights, batch, cached, args);
-  PushBackward(kOp, ctx, tables, batch, grad_output, {&weights, SlotsOf(cached)}, args, options,
-               cached);
+  PushBackward(kOp, ctx, tables, batch, grad_output, {&weights, SlotsOf(cached), DirtyOf(cached)},
+               args, options, cached);
 }
 
 void EmbeddingBagBackwardRowwiseAdagrad(const TbeTables& tables, Tensor& weights,
@@ -376,8 +388,8 @@ void EmbeddingBagBackwardRowwiseAdagrad(const TbeTables& tables, Tensor& weights
       internal::CheckSamePlace(kOp, {&weights, &accumulator, batch.indices, batch.offsets,
                                      batch.per_sample_weights, &grad_output});
   CheckCached(kOp, tables, weights, batch, cached, args);
-  PushBackward(kOp, ctx, tables, batch, grad_output, {&weights, &accumulator, SlotsOf(cached)},
-               args, options, cached);
+  PushBackward(kOp, ctx, tables, batch, grad_output,
+               {&weights, &accumulator, SlotsOf(cached), DirtyOf(cached)}, args, options, cached);
 }
 
 void EmbeddingBagBackwardAdam(const TbeTables& tables, Tensor& weights, Tensor& m, Tensor& v,
@@ -406,8 +418,8 @@ void EmbeddingBagBackwardAdam(const TbeTables& tables, Tensor& weights, Tensor& 
       kOp,
       {&weights, &m, &v, batch.indices, batch.offsets, batch.per_sample_weights, &grad_output});
   CheckCached(kOp, tables, weights, batch, cached, args);
-  PushBackward(kOp, ctx, tables, batch, grad_output, {&weights, &m, &v, SlotsOf(cached)}, args,
-               options, cached);
+  PushBackward(kOp, ctx, tables, batch, grad_output,
+               {&weights, &m, &v, SlotsOf(cached), DirtyOf(cached)}, args, options, cached);
 }
 
 }  // namespace ember::ops

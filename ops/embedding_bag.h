@@ -176,11 +176,15 @@ void ValidateTbeBatch(const TbeTables& tables, const TbeBatch& batch);
 // entries (more are ignored). A forward reads both; a backward reads
 // locations and writes slots (and the weights). `order_after`, if set, is
 // read only to order the op: after that tensor's writers and before its
-// next writer (the cache's state, for an inference forward).
+// next writer (the cache's state, for an inference forward). `dirty`, if
+// set (i32, a flag per slot), is written by a backward: 1 for each slot
+// whose row it updates, so that the cache writes back only those rows; a
+// forward ignores it.
 struct TbeCachedRows {
   const Tensor* locations = nullptr;
   const Tensor* slots = nullptr;
   const Tensor* order_after = nullptr;
+  const Tensor* dirty = nullptr;
 };
 
 // Reads weights and the batch; writes out ([B, total_dim] f32). With

@@ -120,10 +120,13 @@ class WeightRow {
 };
 
 // Where a distinct row's values are: its slot when the cache holds it (the
-// location of any of its occurrences: they agree), else its home row.
+// location of any of its occurrences: they agree), else its home row. A
+// slot about to be updated is flagged dirty where the cache keeps flags.
 WeightRow RowToUpdate(const TbeArgs& args, int64_t home_first, int64_t position) {
   if (args.locations != nullptr && args.locations[position] >= 0) {
-    return WeightRow(args, args.slots, int64_t{args.locations[position]} * args.slot_stride);
+    const int64_t slot = args.locations[position];
+    if (args.slot_dirty != nullptr) args.slot_dirty[slot] = 1;
+    return WeightRow(args, args.slots, slot * args.slot_stride);
   }
   return WeightRow(args, args.weights, home_first);
 }

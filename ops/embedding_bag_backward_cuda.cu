@@ -295,6 +295,7 @@ __device__ void ApplyRow(const Params& p, bool vector_rows, unsigned long long r
   const int64_t dim = a.dims[t];
   const int64_t first = a.weight_offsets[t] + index * dim;
   W* values = RowValues<W>(a, row, target.slot);
+  if (lane == 0 && target.slot != kHome && a.slot_dirty != nullptr) a.slot_dirty[target.slot] = 1;
   float w[4 * kVecs];
 #pragma unroll
   for (int i = 0; i < 4 * kVecs; ++i) {

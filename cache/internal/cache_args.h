@@ -13,6 +13,8 @@
 //  - State (var cache_state): per slot a tag (the linear id it holds, or
 //    kEmpty), a timestamp (the last timestep that used it) and a lock count;
 //    with LFU, per row an access count (in home memory: one per row).
+//  - Dirty flags (var cache_dirty): per slot 1 when a backward updated its
+//    row since the row was filled, so that its home row is stale.
 //  - Locations (var locations(i), one per batch in flight): per index of the
 //    batch the slot holding its row, or kMiss; then the slots the batch
 //    locked (each once), for the relookup that releases them.
@@ -33,6 +35,11 @@
 //     cache_weights nor uvm_weights written, and runs while forward(i)
 //     reads them. What it writes (unlocked slots, home rows of evicted
 //     rows) no op in flight reads.
+//  5. A slot's home row is stale only where its dirty flag is set: the
+//     backward sets it for each slot whose row it updates; a fill, a flush
+//     and a reset clear it. An evicted row goes home only when dirty (a
+//     clean one equals its home row), and so does a flushed one. Every op
+//     that touches the flags writes cache_dirty, so they are never raced.
 //  4. Victims: LRU, the oldest timestamp first; LFU, the smallest count of
 //     the cached row first, then the oldest; ties by way. Misses of a set
 //     are inserted in increasing linear id; a miss left without a victim is
@@ -84,10 +91,10 @@ enum StatField : int {
   kUnique,          // distinct rows, first use in this timestep
   kUniqueMisses,    // of those, not in the cache when looked up
   kInserted,        // rows filled into a slot
-  kEvicted,         // rows evicted (written back)
+  kEvicted,         // rows evicted (the dirty ones written back)
   kConflictMisses,  // misses left without a victim
   kBytesToCache,    // bytes copied home -> slots
-  kBytesToHome,     // bytes written back slots -> home
+  kBytesToHome,     // bytes written back slots -> home (dirty rows)
   kStatFields,
 };
 
@@ -112,6 +119,7 @@ struct CacheArgs {
   int64_t* tags = nullptr;         // per slot
   int64_t* timestamps = nullptr;   // per slot
   int32_t* locks = nullptr;        // per slot
+  int32_t* dirty = nullptr;        // per slot: 1 where the home row is stale
   int64_t* counts = nullptr;       // LFU: per row (home memory)
   int64_t* stats_step = nullptr;   // (T + 1) * kStatFields, this timestep
   int64_t* stats_total = nullptr;  // (T + 1) * kStatFields, since creation

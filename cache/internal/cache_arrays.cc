@@ -54,8 +54,8 @@ std::vector<int64_t> TableArrays(const ops::TbeTables& tables) {
 
 CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& options, int64_t num_sets,
                         int64_t slot_dim, const storage::Tensor& home, const storage::Tensor& slots,
-                        const storage::Tensor& state, const storage::Tensor& counts,
-                        const storage::Tensor& meta) {
+                        const storage::Tensor& state, const storage::Tensor& dirty,
+                        const storage::Tensor& counts, const storage::Tensor& meta) {
   CacheArgs args;
   args.device = options.ctx.is_gpu() ? options.ctx.device_id : -1;
   const int t_count = tables.num_tables();
@@ -77,6 +77,7 @@ CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& option
   args.tags = s;
   args.timestamps = s + num_slots;
   args.locks = reinterpret_cast<int32_t*>(s + 2 * num_slots);
+  args.dirty = dirty.data<int32_t>();
   if (args.device >= 0) args.home_mapped = HomeIsMappedCuda(args.home, args.device);
   int64_t* stats = s + 2 * num_slots + (num_slots + 1) / 2;
   if (options.collect_stats) {
@@ -147,8 +148,9 @@ LocationArgs LocationsIn(const storage::Tensor& locations, int64_t capacity) {
 
 void PushInitialize(engine::Engine& engine, const ops::TbeTables& tables,
                     std::shared_ptr<const CacheArgs> args, const storage::Tensor& meta,
-                    const storage::Tensor& state, const storage::Tensor& counts) {
-  StepVars vars{{}, {meta.var(), state.var()}};
+                    const storage::Tensor& state, const storage::Tensor& dirty,
+                    const storage::Tensor& counts) {
+  StepVars vars{{}, {meta.var(), state.var(), dirty.var()}};
   if (counts) vars.writes.push_back(counts.var());
   const engine::Context ctx = meta.ctx();
   int64_t* stats = args->tags + StateElements(args->num_sets * kWays, args->num_tables) -
@@ -193,6 +195,15 @@ std::vector<int64_t> ReadStats(const CacheArgs& cache, bool total) {
 
 std::vector<int64_t> ReadState(const CacheArgs& cache, int64_t count) {
   return Read(cache, cache.tags, count);
+}
+
+std::vector<int32_t> ReadDirty(const CacheArgs& cache) {
+  const int64_t slots = cache.num_sets * kWays;
+  // As i64 words, two flags each: slots come in sets of 32.
+  const std::vector<int64_t> words =
+      Read(cache, reinterpret_cast<const int64_t*>(cache.dirty), slots / 2);
+  const auto* flags = reinterpret_cast<const int32_t*>(words.data());
+  return {flags, flags + slots};
 }
 
 }  // namespace ember::cache::internal

@@ -8,6 +8,7 @@
 //   state (i64):       tags (S), timestamps (S), locks (S i32, S / 2 i64),
 //                      this step's statistics, the totals ((T + 1) x F each),
 //                      a GPU step's tallies (kStatTallies x T x F)
+//   dirty (i32):       a flag per slot (S)
 //   locations (i32):   slot per index (C), locked slots (C), their count (i64)
 //   staging (i64):     R rows of a slot's bytes (rounded up to i64), then
 //                      linear ids (R, twice), staging rows (R u32, twice),
@@ -34,8 +35,8 @@ std::vector<int64_t> TableArrays(const ops::TbeTables& tables);
 
 CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& options, int64_t num_sets,
                         int64_t slot_dim, const storage::Tensor& home, const storage::Tensor& slots,
-                        const storage::Tensor& state, const storage::Tensor& counts,
-                        const storage::Tensor& meta);
+                        const storage::Tensor& state, const storage::Tensor& dirty,
+                        const storage::Tensor& counts, const storage::Tensor& meta);
 
 // The staging rows that `staging_bytes` hold for slots of `slot_row_bytes`
 // (0: none), and the i64 elements of R of them with the per-slot part.
@@ -49,15 +50,18 @@ void SetStaging(const storage::Tensor& staging, int64_t rows, int64_t slot_row_b
 LocationArgs LocationsIn(const storage::Tensor& locations, int64_t capacity);
 
 // Pushes the op that fills the tables meta, empties every slot and zeroes
-// the statistics (and LFU counts): it writes meta, state and counts.
+// the statistics (and LFU counts): it writes meta, state, dirty and counts.
 void PushInitialize(engine::Engine& engine, const ops::TbeTables& tables,
                     std::shared_ptr<const CacheArgs> args, const storage::Tensor& meta,
-                    const storage::Tensor& state, const storage::Tensor& counts);
+                    const storage::Tensor& state, const storage::Tensor& dirty,
+                    const storage::Tensor& counts);
 
 // The statistics (T + 1 rows of kStatFields): this step's, or the totals.
 // REQUIRES: the ops writing the state have finished (a WaitForVar).
 std::vector<int64_t> ReadStats(const CacheArgs& cache, bool total);
 // The first `count` values of the state (tags first), the same way.
 std::vector<int64_t> ReadState(const CacheArgs& cache, int64_t count);
+// The dirty flags, the same way (after a wait for the dirty var).
+std::vector<int32_t> ReadDirty(const CacheArgs& cache);
 
 }  // namespace ember::cache::internal

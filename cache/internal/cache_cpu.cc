@@ -34,6 +34,24 @@ void Count(const CacheArgs& cache, int table, StatField field, int64_t value) {
   }
 }
 
+// Writes the row of `slot` (cached) back to its home row if a backward
+// updated it (invariant 5); clean after. Whether it wrote.
+bool WriteBackIfDirty(const CacheArgs& cache, int64_t slot) {
+  if (cache.dirty[slot] == 0) return false;
+  const int64_t row = cache.tags[slot];
+  CopyRow(cache, SlotRow(cache, slot), HomeRow(cache, row), cache.dims[TableOf(cache, row)]);
+  cache.dirty[slot] = 0;
+  return true;
+}
+
+// Takes the row out of `slot` (cached) for a fill: counted as evicted, and
+// as bytes home when it had to be written back.
+void Evict(const CacheArgs& cache, int64_t slot) {
+  const int table = TableOf(cache, cache.tags[slot]);
+  Count(cache, table, kEvicted, 1);
+  if (WriteBackIfDirty(cache, slot)) Count(cache, table, kBytesToHome, RowBytes(cache, table));
+}
+
 // The order in which the ways of a set are taken as victims (invariant 4):
 // eligible ways only (unlocked, not used in this timestep).
 std::vector<int64_t> Victims(const CacheArgs& cache, int64_t set, int64_t timestep) {
@@ -83,14 +101,9 @@ void PrefetchPass(const CacheArgs& cache, const std::vector<int64_t>& linear, in
         continue;
       }
       const int64_t slot = victims[used++];
-      if (cache.tags[slot] != kEmpty) {
-        const int64_t evicted = cache.tags[slot];
-        const int evicted_table = TableOf(cache, evicted);
-        CopyRow(cache, SlotRow(cache, slot), HomeRow(cache, evicted), cache.dims[evicted_table]);
-        Count(cache, evicted_table, kEvicted, 1);
-        Count(cache, evicted_table, kBytesToHome, RowBytes(cache, evicted_table));
-      }
+      if (cache.tags[slot] != kEmpty) Evict(cache, slot);
       CopyRow(cache, HomeRow(cache, row), SlotRow(cache, slot), cache.dims[table]);
+      cache.dirty[slot] = 0;
       cache.tags[slot] = row;
       cache.timestamps[slot] = timestep;
       cache.locks[slot] = 1;
@@ -140,9 +153,7 @@ void LookupCpu(const CacheArgs& cache, const BatchArgs& batch, const LocationArg
 void FlushCpu(const CacheArgs& cache) {
   const int64_t slots = cache.num_sets * kWays;
   for (int64_t slot = 0; slot < slots; ++slot) {
-    const int64_t row = cache.tags[slot];
-    if (row == kEmpty) continue;
-    CopyRow(cache, SlotRow(cache, slot), HomeRow(cache, row), cache.dims[TableOf(cache, row)]);
+    if (cache.tags[slot] != kEmpty) WriteBackIfDirty(cache, slot);
   }
 }
 
@@ -151,6 +162,7 @@ void ResetCpu(const CacheArgs& cache) {
   std::fill(cache.tags, cache.tags + slots, kEmpty);
   std::fill(cache.timestamps, cache.timestamps + slots, int64_t{-1});
   std::fill(cache.locks, cache.locks + slots, 0);
+  std::fill(cache.dirty, cache.dirty + slots, 0);
 }
 
 void WarmCpu(const CacheArgs& cache, const int64_t* rows, int64_t count, int64_t timestep) {
@@ -163,6 +175,7 @@ void WarmCpu(const CacheArgs& cache, const int64_t* rows, int64_t count, int64_t
     if (empty == victims.end()) continue;  // the set is full: warming evicts nothing
     const int table = TableOf(cache, row);
     CopyRow(cache, HomeRow(cache, row), SlotRow(cache, *empty), cache.dims[table]);
+    cache.dirty[*empty] = 0;
     cache.tags[*empty] = row;
     cache.timestamps[*empty] = timestep;
   }

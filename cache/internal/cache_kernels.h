@@ -21,8 +21,9 @@ namespace ember::cache::internal {
 
 // Prefetch of a batch at `timestep` in `passes` passes over index chunks:
 // locks the slots of the rows it finds, inserts the misses it can, writes
-// back what it evicts, and writes the batch's locations. Writes state,
-// locations, unlocked slots and evicted rows' home rows; reads home.
+// back the dirty rows it evicts, and writes the batch's locations. Writes
+// state, dirty flags, locations, unlocked slots and evicted rows' home
+// rows; reads home.
 // CPU: throws InvalidArgument for a bad batch, before changing anything.
 void PrefetchCpu(const CacheArgs& cache, const BatchArgs& batch, const LocationArgs& where,
                  int64_t timestep, int passes);
@@ -36,9 +37,11 @@ void RelookupCpu(const CacheArgs& cache, const BatchArgs& batch, const LocationA
 // locations; reads state. Throws InvalidArgument for a bad batch.
 void LookupCpu(const CacheArgs& cache, const BatchArgs& batch, const LocationArgs& where);
 
-// Writes every cached row back to its home row; the cache stays valid.
+// Writes every dirty row back to its home row and marks it clean; the
+// cache stays valid (a clean row's home row is equal already).
 void FlushCpu(const CacheArgs& cache);
-// Empties every slot (after a flush). REQUIRES: no lock held.
+// Empties every slot and clears its flag (after a flush). REQUIRES: no
+// lock held.
 void ResetCpu(const CacheArgs& cache);
 // Fills empty ways with the given rows (linear ids, valid and distinct),
 // in order, skipping rows already cached and rows whose set is full.

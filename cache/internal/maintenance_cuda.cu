@@ -2,7 +2,7 @@
 // ReadDeviceCuda, FlushCuda, ResetCuda and WarmCuda, with the semantics of
 // their CPU twins (cache_cpu.cc, cache_arrays.cc).
 //
-// Flush moves every cached row home with a warp per slot (rows in 16-byte
+// Flush moves every dirty row home with a warp per slot (rows in 16-byte
 // words where aligned). Warm is the one sequential step: rows of one set
 // fill its free ways in the given order, so the host groups the rows by set
 // (stably) and a warp takes each set's rows in turn; sets go in parallel.
@@ -37,6 +37,7 @@ __global__ void __launch_bounds__(kBlockThreads) EmptySlotsKernel(const CacheArg
     cache.tags[slot] = kEmpty;
     cache.timestamps[slot] = -1;
     cache.locks[slot] = 0;
+    cache.dirty[slot] = 0;
   }
 }
 
@@ -49,16 +50,17 @@ __global__ void __launch_bounds__(kBlockThreads) ZeroKernel(int64_t* values, int
   }
 }
 
-// A warp per slot: a cached row goes back to its home row.
+// A warp per slot: a dirty row goes back to its home row, and is clean.
 __global__ void __launch_bounds__(kBlockThreads) FlushKernel(const CacheArgs cache) {
   const int64_t slots = cache.num_sets * kWays;
   const int64_t warps = int64_t{gridDim.x} * kBlockWarps;
   for (int64_t slot = int64_t{blockIdx.x} * kBlockWarps + threadIdx.x / kWarp; slot < slots;
        slot += warps) {
     const int64_t row = cache.tags[slot];
-    if (row == kEmpty) continue;
+    if (row == kEmpty || cache.dirty[slot] == 0) continue;
     const int table = TableOf(cache, row);
     WarpCopy(SlotRowAt(cache, slot), HomeRowAt(cache, table, row), RowBytes(cache, table));
+    if (Lane() == 0) cache.dirty[slot] = 0;
   }
 }
 
@@ -89,6 +91,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       if (lane == way) {
         cache.tags[to] = row;
         cache.timestamps[to] = timestep;
+        cache.dirty[to] = 0;
       }
       __syncwarp();  // the next row of the set sees this one's way taken
     }

@@ -229,6 +229,7 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
   // The set's ways: which may be victims, and in which order (invariant 4).
   const int64_t way_slot = set * kWays + lane;
   const int64_t tag = cache.tags[way_slot];
+  const int way_dirty = cache.dirty[way_slot];
   const bool eligible = cache.locks[way_slot] == 0 && cache.timestamps[way_slot] < timestep;
   const unsigned eligible_ways = __ballot_sync(kFullMask, eligible);
   const int victims = __popc(eligible_ways);
@@ -266,9 +267,12 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
     const int64_t evicted = __shfl_sync(kFullMask, tag, way);  // the way's row before this pass
     const bool fills = head && inserted;
     const bool evicts = fills && evicted != kEmpty;
+    // Only a row a backward updated goes home (invariant 5).
+    const int dirty = __shfl_sync(kFullMask, way_dirty, way);  // every lane shuffles
+    const bool writes_back = evicts && dirty != 0;
     const int table = head ? TableOf(cache, row) : 0;
     const int evicted_table = evicts ? TableOf(cache, evicted) : 0;
-    if (evicts && moves.evicted_in_bin != nullptr) {
+    if (writes_back && moves.evicted_in_bin != nullptr) {
       atomicAdd(&moves.evicted_in_bin[HomeBin(evicted, moves.row_bits)], 1u);
     }
     if (head && cache.policy == Policy::kLfu) cache.counts[row] += 1;
@@ -278,16 +282,17 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
                StatCount{kBytesToCache, fills, RowBytes(cache, table)}});
     WarpCount(cache, evicted_table,
               {StatCount{kEvicted, evicts},
-               StatCount{kBytesToHome, evicts, RowBytes(cache, evicted_table)}});
+               StatCount{kBytesToHome, writes_back, RowBytes(cache, evicted_table)}});
     const unsigned long long at = WarpReserve(moves.count, fills);
     if (fills) {
-      moves.rows[at] = evicted;  // kEmpty when the way was empty
+      moves.rows[at] = writes_back ? evicted : kEmpty;  // kEmpty: nothing goes home
       moves.slots[at] = static_cast<uint32_t>(slot);
     }
     if (fills) {
       cache.tags[slot] = row;
       cache.timestamps[slot] = timestep;
       cache.locks[slot] = 1;
+      cache.dirty[slot] = 0;
     }
     WarpAppend(where.locked, where.num_locked, fills, static_cast<int32_t>(slot));
     if (in_run) where.slot_of[begin + miss.position] = static_cast<int32_t>(slot);

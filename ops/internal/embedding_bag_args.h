@@ -45,6 +45,7 @@ struct TbeArgs {
   const int32_t* locations = nullptr;
   void* slots = nullptr;
   int64_t slot_stride = 0;
+  int32_t* slot_dirty = nullptr;  // backward: set to 1 per slot it updates (null: none)
 
   float* out = nullptr;                // forward: [B, total_dim]
   const float* grad_output = nullptr;  // backward: [B, total_dim]

@@ -154,6 +154,23 @@ std::vector<uint8_t> RandomBytes(uint64_t seed, std::size_t n) {
   return bytes;
 }
 
+// Random values of `dtype` with every bit pattern but NaN and infinity (an
+// exponent of all ones keeps only its top bit), so that a backward on them
+// rounds alike on both devices (a GPU returns one canonical NaN).
+std::vector<uint8_t> RandomFiniteBytes(uint64_t seed, std::size_t n, DType dtype) {
+  std::vector<uint8_t> bytes = RandomBytes(seed, n);
+  // The exponent's bits within an element's top 16 bits (little-endian).
+  const uint16_t exponent = dtype == DType::kF16 ? 0x7c00 : 0x7f80;
+  const std::size_t width = static_cast<std::size_t>(ElementBytes(dtype));
+  for (std::size_t at = width - 2; at + 2 <= n; at += width) {
+    uint16_t top = 0;
+    std::memcpy(&top, &bytes[at], 2);
+    if ((top & exponent) == exponent) top &= static_cast<uint16_t>(~(exponent & (exponent >> 1)));
+    std::memcpy(&bytes[at], &top, 2);
+  }
+  return bytes;
+}
+
 // Equal vectors, or one failure naming the first difference and how many.
 template <typename T>
 void ExpectSame(const std::vector<T>& cpu, const std::vector<T>& gpu, const std::string& what) {
@@ -238,7 +255,8 @@ class Twin {
   // written then compare equal too).
   void Seed(uint64_t seed) {
     WriteHome(seed);
-    const std::vector<uint8_t> bytes = RandomBytes(seed + 1, cpu_->slots().bytes());
+    const std::vector<uint8_t> bytes =
+        RandomFiniteBytes(seed + 1, cpu_->slots().bytes(), config_.dtype);
     cpu_->slots().WaitToWrite();
     std::memcpy(cpu_->slots().data(), bytes.data(), bytes.size());
     storage::Tensor host = storage::Tensor::Empty(engine_, gpu_->slots().shape(),
@@ -254,7 +272,7 @@ class Twin {
   // New bytes at home (as a backward of missed rows writes them), so that
   // write-backs and fills of later steps move values that differ.
   void WriteHome(uint64_t seed) {
-    const std::vector<uint8_t> bytes = RandomBytes(seed, cpu_->home().bytes());
+    const std::vector<uint8_t> bytes = RandomFiniteBytes(seed, cpu_->home().bytes(), config_.dtype);
     for (CachedTbe* cache : {cpu_.get(), gpu_.get()}) {
       cache->home().WaitToWrite();  // host-addressable on both (managed or mapped on the GPU)
       std::memcpy(cache->home().data(), bytes.data(), bytes.size());
@@ -277,6 +295,21 @@ class Twin {
   void Relookup(int i) {
     cpu_->Relookup(cpu_batches_[i].view(), cpu_where_[i]);
     gpu_->Relookup(gpu_batches_[i].view(), gpu_where_[i]);
+  }
+  // SGD at rate 1 with gradients of small integers (sums exact in any
+  // order, one rounding a value on both devices): the slots it updates
+  // become dirty, so later evictions and flushes write them home.
+  void Backward(int i, uint64_t seed) {
+    const int64_t rows = cpu_batches_[i].batch_size;
+    const int64_t cols = cpu_->tables().total_dim();
+    std::mt19937_64 rng(seed);
+    std::vector<float> values(static_cast<std::size_t>(rows * cols));
+    for (float& g : values) g = static_cast<float>(static_cast<int>(rng() % 7) - 3);
+    const ops::SgdOptions sgd{.learning_rate = 1.0f};
+    cpu_->BackwardSgd(cpu_batches_[i].view(), cpu_where_[i],
+                      FromHost(engine_, Context::CPU(), values, {rows, cols}), sgd);
+    gpu_->BackwardSgd(gpu_batches_[i].view(), gpu_where_[i],
+                      FromHost(engine_, Context::GPU(0), values, {rows, cols}), sgd);
   }
   void Lookup(int i) {
     cpu_->LookupForInference(cpu_batches_[i].view(), cpu_where_[i]);
@@ -316,6 +349,7 @@ class Twin {
     ExpectSame(cpu.tags, gpu.tags, what + ": tags");
     ExpectSame(cpu.timestamps, gpu.timestamps, what + ": timestamps");
     ExpectSame(cpu.locks, gpu.locks, what + ": locks");
+    ExpectSame(cpu.dirty, gpu.dirty, what + ": dirty flags");
     if (config_.gpu_stats) {
       ExpectSameStats(cpu_->LastStepStats(), gpu_->LastStepStats(), what + ": last step");
       ExpectSameStats(cpu_->TotalStats(), gpu_->TotalStats(), what + ": totals");
@@ -352,8 +386,9 @@ class CacheCudaTest : public ::testing::TestWithParam<std::string> {
   engine::Engine& engine() { return *engine_; }
 
   // Batches in the prefetch pipeline's order (Prefetch(i + 1) before
-  // Relookup(i)), compared after every step; new home bytes every other
-  // batch; a flush at the end.
+  // Relookup(i)), compared after every step; a backward of two batches in
+  // three (dirty rows and clean ones); new home bytes every other batch; a
+  // flush at the end.
   void RunPipeline(Twin& twin, const std::vector<Bags>& batches, uint64_t seed) {
     std::vector<int> ids;
     ids.reserve(batches.size());
@@ -373,6 +408,10 @@ class CacheCudaTest : public ::testing::TestWithParam<std::string> {
       twin.Relookup(ids[i]);
       twin.ExpectSameLocations(ids[i], "relookup");
       twin.ExpectSameState("relookup " + step);
+      if (i % 3 != 2) {  // most batches train, so that evictions write rows back
+        twin.Backward(ids[i], seed + 200 + i);
+        twin.ExpectSameState("backward " + step);
+      }
       if (i % 2 == 1) twin.WriteHome(seed + 100 + i);
       if (::testing::Test::HasFailure()) return;  // one trace's first divergence is enough
     }
@@ -535,7 +574,13 @@ TEST_P(CacheCudaTest, ARowEvictedAndReinsertedInOnePrefetchMatchesCpu) {
     const int batch = twin.AddBatch(Bags{1, {bag, {}, {}}});
     twin.Seed(5);
     twin.Warm(warm);
-    twin.WriteHome(6);  // the cached rows now differ from their home rows
+    // A backward on every warmed row: all 32 dirty, so each eviction writes
+    // its row back; then their home rows change too.
+    const int touch = twin.AddBatch(Bags{1, {warm, {}, {}}});
+    twin.Prefetch(touch);
+    twin.Relookup(touch);
+    twin.Backward(touch, 7);
+    twin.WriteHome(6);
     twin.Prefetch(batch);
     twin.ExpectSameLocations(batch, "prefetch");
     twin.ExpectSameState("prefetch");

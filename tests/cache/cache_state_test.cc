@@ -157,32 +157,94 @@ TEST_P(CacheStateTest, LockedSlotsAreNotEvicted) {
   const CacheStats stats = cache->LastStepStats();
   EXPECT_EQ(stats.all.inserted, 1);
   EXPECT_EQ(stats.all.evicted, 1);
-  EXPECT_EQ(stats.all.bytes_to_home, 4 * 4);
+  EXPECT_EQ(stats.all.bytes_to_home, 0) << "no backward updated the row: nothing goes home";
   cache->Relookup(third.view(), c);
   engine().WaitForAll();
 }
 
-TEST_P(CacheStateTest, EvictionAndFlushWriteTheCachedRowBack) {
+TEST_P(CacheStateTest, FlushWritesBackTheRowsABackwardUpdatedAndTheCacheStaysValid) {
   auto cache = MakeCache(1);
-  Batch batch = OneBag({2});
-  CacheLocations where = cache->NewLocations(1);
+  Batch batch = OneBag({2, 3});
+  CacheLocations where = cache->NewLocations(2);
   cache->Prefetch(batch.view(), where);
   cache->Relookup(batch.view(), where);
-  const int32_t slot = SlotsOf(where, 1)[0];
-  ASSERT_GE(slot, 0);
-  // Change the cached copy, as a backward would.
-  const storage::Tensor& slots = cache->slots();
-  engine().WaitForAll();
-  float* cached = slots.data<float>() + slot * cache->slot_dim();
-  for (int c = 0; c < 4; ++c) cached[c] = 10.0f + static_cast<float>(c);
+  const std::vector<float> start = ToHost<float>(cache->home());
+  const std::vector<int32_t> slot = SlotsOf(where, 2);
+  ASSERT_GE(slot[0], 0);
+  ASSERT_GE(slot[1], 0);
+  // Batch size 1, dims 4 + 8: a gradient of 1 on table 0's bag (rows 2
+  // and 3 pooled), which SGD at rate 1 takes off both rows, in their slots.
+  std::vector<float> ones(12, 0.0f);
+  std::fill(ones.begin(), ones.begin() + 4, 1.0f);
+  const Tensor grad = FromHost(engine(), engine::Context::CPU(), ones, {1, 12});
+  cache->BackwardSgd(batch.view(), where, grad, {.learning_rate = 1.0f});
+  CacheSnapshot snapshot = cache->Snapshot();
+  EXPECT_EQ(snapshot.dirty[slot[0]], 1);
+  EXPECT_EQ(snapshot.dirty[slot[1]], 1);
+  EXPECT_EQ(std::count(snapshot.dirty.begin(), snapshot.dirty.end(), 1), 2);
+  EXPECT_EQ(ToHost<float>(cache->home()), start) << "the update is in the slots";
   cache->Flush();
-  const std::vector<float> home = ToHost<float>(cache->home());
-  for (int c = 0; c < 4; ++c) EXPECT_EQ(home[2 * 4 + c], 10.0f + static_cast<float>(c));
-  // The cache stays valid after a flush: the row is still a hit.
+  std::vector<float> home = ToHost<float>(cache->home());
+  for (int c = 0; c < 8; ++c) EXPECT_EQ(home[2 * 4 + c], start[2 * 4 + c] - 1.0f) << c;
+  snapshot = cache->Snapshot();
+  EXPECT_TRUE(std::all_of(snapshot.dirty.begin(), snapshot.dirty.end(),
+                          [](int32_t flag) { return flag == 0; }));
+  // A clean row is not written again: a value put in its slot behind the
+  // cache's back stays there, and its home row keeps the flushed value.
+  float* cached = cache->slots().data<float>() + slot[0] * cache->slot_dim();
+  cached[0] = 1000.0f;
+  cache->Flush();
+  home = ToHost<float>(cache->home());
+  EXPECT_EQ(home[8], start[8] - 1.0f) << "row 2, value 0";
+  // The cache stays valid after a flush: the rows are still hits.
   cache->Prefetch(batch.view(), where);
   EXPECT_EQ(cache->LastStepStats().all.unique_misses, 0);
   cache->Relookup(batch.view(), where);
   engine().WaitForAll();
+}
+
+TEST_P(CacheStateTest, EvictionWritesBackOnlyTheRowsABackwardUpdated) {
+  auto cache = MakeCache(1);
+  const std::vector<float> start = ToHost<float>(cache->home());
+  // Rows 0..15 are trained (a gradient of 1 on the bag), rows 16..31 only
+  // read: the set's 32 ways hold both.
+  Batch trained = OneBag(Range(0, 16));
+  Batch read = OneBag(Range(16, 32));
+  CacheLocations a = cache->NewLocations(16);
+  CacheLocations b = cache->NewLocations(16);
+  cache->Prefetch(trained.view(), a);
+  cache->Relookup(trained.view(), a);
+  std::vector<float> ones(12, 0.0f);
+  std::fill(ones.begin(), ones.begin() + 4, 1.0f);
+  const Tensor grad = FromHost(engine(), engine::Context::CPU(), ones, {1, 12});
+  cache->BackwardSgd(trained.view(), a, grad, {.learning_rate = 1.0f});
+  cache->Prefetch(read.view(), b);
+  cache->Relookup(read.view(), b);
+  engine().WaitForAll();
+  // Put a marker in the read rows' slots behind the cache's back: were
+  // they written home at eviction, the marker would show there.
+  for (const int32_t slot : SlotsOf(b, 16)) {
+    ASSERT_GE(slot, 0);
+    cache->slots().data<float>()[slot * cache->slot_dim()] = 1000.0f;
+  }
+  Batch other = OneBag(Range(50, 82));  // evicts all 32
+  CacheLocations c = cache->NewLocations(32);
+  cache->Prefetch(other.view(), c);
+  const CacheStats stats = cache->LastStepStats();
+  EXPECT_EQ(stats.all.evicted, 32);
+  EXPECT_EQ(stats.all.bytes_to_home, 16 * 4 * 4) << "the 16 trained rows of 4 floats";
+  cache->Relookup(other.view(), c);
+  const std::vector<float> home = ToHost<float>(cache->home());
+  for (std::size_t row = 0; row < 32; ++row) {
+    const float change = row < 16 ? 1.0f : 0.0f;
+    for (std::size_t col = 0; col < 4; ++col) {
+      EXPECT_EQ(home[row * 4 + col], start[row * 4 + col] - change) << row << ", " << col;
+    }
+  }
+  const CacheSnapshot snapshot = cache->Snapshot();
+  EXPECT_TRUE(std::all_of(snapshot.dirty.begin(), snapshot.dirty.end(), [](int32_t flag) {
+    return flag == 0;
+  })) << "filled slots are clean";
 }
 
 TEST_P(CacheStateTest, MultiPassLocksLikeOnePass) {

@@ -72,6 +72,16 @@ Case MakeCase(uint64_t seed) {
   return c;
 }
 
+// Per slot, 1 where a row of the batch is cached: the slots a backward
+// updates, and so flags dirty.
+std::vector<int32_t> SlotsUsed(const Case& c) {
+  std::vector<int32_t> used(kSlots, 0);
+  for (const int32_t slot : c.locations) {
+    if (slot >= 0) used[slot] = 1;
+  }
+  return used;
+}
+
 // Home rows with the slots written back: what a cache flush leaves.
 std::vector<float> Flushed(const Case& c, std::vector<float> home,
                            const std::vector<float>& slots) {
@@ -102,7 +112,8 @@ void CheckCachedRowsMatchHomeRows(const std::string& engine_name, engine::Contex
   Tensor home = FromHost(*engine, c.cached_home, {tables.total_elements()}, ctx, dtype);
   Tensor slots = FromHost(*engine, c.slots, {kSlots, c.slot_dim}, ctx, dtype);
   Tensor locations = FromHost(*engine, c.locations, {n}, ctx, DType::kI32);
-  const TbeCachedRows cached{&locations, &slots, nullptr};
+  Tensor dirty = FromHost(*engine, std::vector<int32_t>(kSlots, 0), {kSlots}, ctx, DType::kI32);
+  const TbeCachedRows cached{&locations, &slots, nullptr, &dirty};
 
   Tensor out_plain = FromHost(*engine, std::vector<float>(kBatch * tables.total_dim(), 0.0f),
                               {kBatch, tables.total_dim()}, ctx, DType::kF32);
@@ -111,6 +122,7 @@ void CheckCachedRowsMatchHomeRows(const std::string& engine_name, engine::Contex
   EmbeddingBagForward(tables, plain, batch, out_plain);
   EmbeddingBagForward(tables, home, batch, out_cached, {}, &cached);
   EXPECT_EQ(ToHost<float>(out_cached), ToHost<float>(out_plain)) << "forward";
+  EXPECT_EQ(ToHost<int32_t>(dirty), std::vector<int32_t>(kSlots, 0)) << "a forward flags nothing";
 
   Tensor grad = FromHost(*engine, c.grad, {kBatch, tables.total_dim()}, ctx, DType::kF32);
   auto zeros = [&](int64_t count) {
@@ -141,6 +153,7 @@ void CheckCachedRowsMatchHomeRows(const std::string& engine_name, engine::Contex
   const std::vector<float> expected = ToHost<float>(plain);
   const std::vector<float> got = Flushed(c, ToHost<float>(home), ToHost<float>(slots));
   EXPECT_EQ(got, expected) << "the updated rows, slots written back";
+  EXPECT_EQ(ToHost<int32_t>(dirty), SlotsUsed(c)) << "dirty: exactly the slots the batch uses";
   EXPECT_EQ(ToHost<float>(acc_cached), ToHost<float>(acc_plain)) << "row-wise Adagrad state";
   EXPECT_EQ(ToHost<float>(state_cached[0]), ToHost<float>(state_plain[0])) << "Adam m";
   EXPECT_EQ(ToHost<float>(state_cached[1]), ToHost<float>(state_plain[1])) << "Adam v";

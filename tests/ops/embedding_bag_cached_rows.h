@@ -5,7 +5,8 @@
 // random set of rows copied into random slots (their home rows then
 // overwritten with garbage, so that a read of a cached row from home
 // shows), forward and backward with each optimizer. Bit for bit: the same
-// values are summed in the same order. Used by the CPU and the CUDA tests.
+// values are summed in the same order; and the backward flags dirty exactly
+// the slots it updates. Used by the CPU and the CUDA tests.
 
 #include <string>
 

@@ -102,6 +102,7 @@ struct CacheBenchOptions {
 
 // Keys of the summary's rows (the targets check them).
 inline constexpr char kPrefetchPctH2d[] = "prefetch_pct_of_h2d";
+inline constexpr char kPrefetchCleanPctH2d[] = "prefetch_clean_pct_of_h2d";
 inline constexpr char kAllHitPrefetchOverForward[] = "all_hit_prefetch_over_forward";
 inline constexpr char kCachedForwardPct[] = "cached_forward_pct_of_gpu_tbe";
 inline constexpr char kHitGapWorst[] = "hit_rate_minus_lru_worst";

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_format.h"
 #include "engine/error.h"
+#include "ops/elementwise.h"
+#include "storage/storage.h"
 
 namespace ember::bench::cache_bench {
 namespace {
@@ -31,28 +33,44 @@ double MillisSince(Clock::time_point start) {
 }
 
 StepTotals StepLoop(cache::CachedTbe& tbe, const std::vector<BatchTensors>& batches, int first,
-                    int steps, cache::CacheLocations& locations, storage::Tensor* out) {
+                    int steps, cache::CacheLocations& locations, StepWork work) {
   StepTotals totals;
   const cache::CacheCounts before = tbe.TotalStats().all;
   const ops::TbeOptions fast = FastForward();
+  // The backward's temporaries from the process-wide pool: a case may
+  // count the cache's own memory as the prefetch's temporaries.
+  ops::TbeOptions backward = fast;
+  backward.device_memory =
+      &storage::GetStorage(storage::MemoryKind::kDevice, tbe.options().ctx.device_id);
   for (int i = 0; i < steps; ++i) {
     const ops::TbeBatch batch = batches[(first + i) % batches.size()].view();
     auto start = Clock::now();
     tbe.Prefetch(batch, locations);
     locations.tensor().WaitToRead();
     totals.prefetch_ms += MillisSince(start);
-    if (out != nullptr) {
+    if (work.out != nullptr) {
       start = Clock::now();
-      tbe.Forward(batch, locations, *out, fast);
-      out->WaitToRead();
+      tbe.Forward(batch, locations, *work.out, fast);
+      work.out->WaitToRead();
       totals.forward_ms += MillisSince(start);
     }
     tbe.Relookup(batch, locations);
+    if (work.grad != nullptr) {
+      tbe.BackwardSgd(batch, locations, *work.grad, {.learning_rate = 0.01f}, backward);
+      tbe.home().WaitToRead();  // the next prefetch's time is its own
+    }
     locations.tensor().WaitToRead();
   }
   totals.steps = steps;
   totals.counts = Minus(tbe.TotalStats().all, before);
   return totals;
+}
+
+storage::Tensor ZeroGrad(engine::Engine& engine, const cache::CachedTbe& tbe, int64_t batch_size) {
+  storage::Tensor grad = storage::Tensor::Empty(engine, {batch_size, tbe.tables().total_dim()},
+                                                storage::DType::kF32, tbe.options().ctx);
+  ops::Fill(grad, 0.0f);
+  return grad;
 }
 
 ForwardCheck CheckCachedForward(cache::CachedTbe& tbe, const ops::TbeBatch& batch,

@@ -8,7 +8,9 @@
 // for its locations (WaitForVar through Tensor::WaitToRead): host wall time
 // of the prefetch alone, its launch and the wake-up included (tens of
 // microseconds). The forward, when there is one, is timed the same way;
-// the relookup follows untimed.
+// the relookup and the backward, when there is one, follow untimed. The
+// backward is what makes a step a training step for the cache: the slots
+// it updates are dirty, so the prefetches that evict them write them home.
 //
 // Thread safety: the bench's main thread only.
 
@@ -62,11 +64,22 @@ struct StepTotals {
   cache::CacheCounts counts;  // the prefetches' statistics
 };
 
+// What a step does besides its prefetch and relookup.
+struct StepWork {
+  storage::Tensor* out = nullptr;         // a forward into it, timed
+  const storage::Tensor* grad = nullptr;  // an SGD backward with it, untimed
+};
+
 // `steps` steps over batches[(first + i) % size] (see the top of the file).
-// With `out`, also a forward per step. Reads the statistics before and
-// after (two waits on the state).
+// Reads the statistics before and after (two waits on the state).
 StepTotals StepLoop(cache::CachedTbe& tbe, const std::vector<BatchTensors>& batches, int first,
-                    int steps, cache::CacheLocations& locations, storage::Tensor* out);
+                    int steps, cache::CacheLocations& locations, StepWork work);
+
+// A gradient of zeros for StepWork::grad, on the cache's context: the
+// backward changes no value, yet updates (and dirties) every slot of its
+// batch, as a training step does.
+[[nodiscard]] storage::Tensor ZeroGrad(engine::Engine& engine, const cache::CachedTbe& tbe,
+                                       int64_t batch_size);
 
 // Whether the cached forward runs: tried once on `batch` (prefetched and in
 // flight). Unavailable or UsageError make it "not run"; any other error

@@ -8,7 +8,8 @@
 // depend on the values. Every step takes a fresh Zipf batch (cycling a few
 // would let a cache this large hold them all): a warm-up until the cache
 // has been filled, then --repeat runs of --oversize_steps steps (gpu_run.h,
-// StepLoop), with the cached forward when it is there.
+// StepLoop): training steps (the cached forward, and a backward that
+// dirties the batch's rows) when the forward runs, prefetches alone else.
 
 #include <algorithm>
 #include <cmath>
@@ -149,7 +150,10 @@ void RunOversizeCase(GpuRun& run) {
   const ForwardCheck forward = CheckCachedForward(tbe, batches[0].view(), locations, out);
   run.result.failed |= forward.failed;
   tbe.Relookup(batches[0].view(), locations);
-  storage::Tensor* forward_out = forward.ok() ? &out : nullptr;
+  // Training steps (a backward dirties each batch's rows) where the cached
+  // forward runs; prefetches alone otherwise.
+  const storage::Tensor grad = ZeroGrad(run.engine, tbe, s.batch);
+  const StepWork work = forward.ok() ? StepWork{&out, &grad} : StepWork{};
 
   // Warm-up on batches of its own until as many rows were inserted as the
   // cache has slots (it is full, and has started to evict), then --warmup
@@ -159,14 +163,14 @@ void RunOversizeCase(GpuRun& run) {
   for (int extra = 0; extra <= o.warmup && warm_steps < kMaxWarmSteps; ++warm_steps) {
     std::vector<BatchTensors> one;
     one.push_back(fresh());
-    inserted += StepLoop(tbe, one, 0, 1, locations, forward_out).counts.inserted;
+    inserted += StepLoop(tbe, one, 0, 1, locations, work).counts.inserted;
     if (inserted >= tbe.num_slots()) ++extra;
   }
   Results& samples = run.result.samples;
   const double best = run.h2d.best();
   for (int r = 0; r < o.repeat; ++r) {
     const StepTotals t =
-        StepLoop(tbe, batches, r * o.oversize_steps, o.oversize_steps, locations, forward_out);
+        StepLoop(tbe, batches, r * o.oversize_steps, o.oversize_steps, locations, work);
     const cache::CacheCounts& c = t.counts;
     const double gbs = double(c.bytes_to_cache) / t.prefetch_ms / 1e6;
     samples.Add("oversize.step_ms", kColumn, t.prefetch_ms / t.steps);
@@ -175,7 +179,7 @@ void RunOversizeCase(GpuRun& run) {
     samples.Add("oversize.hit_rate", kColumn, 100 * c.hit_rate());
     samples.Add("oversize.gbs", kColumn, gbs);
     if (best > 0) samples.Add("oversize.pct_h2d", kColumn, 100 * gbs / best);
-    if (forward_out != nullptr) {
+    if (work.out != nullptr) {
       samples.Add("oversize.forward_ms", kColumn, t.forward_ms / t.steps);
       samples.Add("oversize.step_total_ms", kColumn, (t.prefetch_ms + t.forward_ms) / t.steps);
     }
@@ -208,7 +212,8 @@ void RunOversizeCase(GpuRun& run) {
       Gib(run.gpu_total_bytes)));
   table.notes.push_back(absl::StrFormat(
       "home allocated (pinned, mapped) in %.1f s; %d batches made on the host in %.1f s; %s slots; "
-      "%d warm-up steps, a step = prefetch (timed), forward (timed), relookup (untimed)",
+      "%d warm-up steps, a step = prefetch (timed), forward (timed), relookup and an SGD "
+      "backward (untimed)",
       alloc_s, o.repeat * o.oversize_steps, batches_s, WithCommas(double(tbe.num_slots())),
       warm_steps));
   if (!forward.ok()) table.notes.push_back(forward.Note());

@@ -6,8 +6,10 @@
 // state, locations and every temporary of its prefetches come from there,
 // and nothing else does. The manager's pool is kNaive (exact sizes, rounded
 // to the page), so `allocated` is what was asked for. After a warm-up that
-// fills the cache, ResetPeaks; then --repeat runs of --passes_steps steps
-// of --passes_batches distinct Zipf batches (gpu_run.h, StepLoop). The
+// fills the cache, ResetPeaks; then --repeat runs of --passes_steps
+// training steps (a backward dirties each batch's rows, so that evictions
+// write them home) of --passes_batches distinct Zipf batches (gpu_run.h,
+// StepLoop). The
 // prefetch's temporaries are the peak of `allocated` over those steps less
 // what was allocated before them (the cache itself: no prefetch's
 // temporaries live between steps, as each prefetch frees its own before
@@ -55,15 +57,17 @@ void RunPasses(GpuRun& run, int passes, const std::vector<BatchTensors>& batches
                                         std::vector<int64_t>(s.tables, s.dim)),
                          options, memory.get());
     cache::CacheLocations locations = tbe.NewLocations(s.indices());
+    const storage::Tensor grad = ZeroGrad(run.engine, tbe, s.batch);
+    const StepWork train{.grad = &grad};
     const int warm_steps = 2 * o.passes_batches + o.warmup;
-    (void)StepLoop(tbe, batches, 0, warm_steps, locations, nullptr);
+    (void)StepLoop(tbe, batches, 0, warm_steps, locations, train);
     run.engine.WaitForAll();
     const std::size_t base = memory->Stats().allocated;
     memory->ResetPeaks();
     Results& samples = run.result.samples;
     for (int r = 0; r < o.repeat; ++r) {
-      const StepTotals t = StepLoop(tbe, batches, warm_steps + r * o.passes_steps, o.passes_steps,
-                                    locations, nullptr);
+      const StepTotals t =
+          StepLoop(tbe, batches, warm_steps + r * o.passes_steps, o.passes_steps, locations, train);
       samples.Add("passes.step_ms", column, t.prefetch_ms / t.steps);
       samples.Add("passes.hit_rate", column, 100 * t.counts.hit_rate());
     }
@@ -112,7 +116,8 @@ void RunPassesCase(GpuRun& run) {
   table.notes.push_back(absl::StrFormat(
       "temporaries: peak_allocated of the cache's own device manager (kNaive) over the timed "
       "steps, less what it held before them; %d distinct batches cycled, a step = prefetch "
-      "(timed) + relookup (untimed); time / M=1: ratio of medians",
+      "(timed) + relookup and an SGD backward (untimed: it dirties the batch's rows); time / "
+      "M=1: ratio of medians",
       o.passes_batches));
   for (int m : o.passes_list) {
     if (auto v = table.Value("passes.temp_per_index", Column(m))) {
