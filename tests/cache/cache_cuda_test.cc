@@ -32,6 +32,7 @@
 #include "engine/engine.h"
 #include "engine/error.h"
 #include "ops/elementwise.h"
+#include "storage/storage.h"
 #include "tests/cache/cache_test_util.h"
 
 namespace ember::cache::testing {
@@ -765,6 +766,24 @@ TEST_P(CacheCudaTest, ABadBatchFailsWithTheCpuMessageAndChangesNothing) {
   twin.Lookup(good);
   twin.ExpectSameLocations(good, "lookup for inference");
   twin.ExpectSameState("after a good batch again");
+}
+
+// A managed home larger than the GPU's free memory is refused when the
+// cache is made (it could hang the GPU), naming the mapped home instead.
+TEST_P(CacheCudaTest, AManagedHomeBeyondTheGpusFreeMemoryIsRefused) {
+  const std::size_t free = storage::DeviceFreeBytes(0);
+  const auto rows = static_cast<int64_t>((free + (std::size_t{1} << 30)) / (2 * 128 * 4)) + 1;
+  CacheOptions options;
+  options.ctx = Context::GPU(0);
+  options.home = HomeMemory::kManaged;
+  options.cache_bytes = int64_t{64} << 20;
+  EXPECT_THAT(
+      [&] {
+        CachedTbe tbe(engine(), ops::TbeTables({rows, rows}, {128, 128}), options);
+      },
+      ::testing::ThrowsMessage<storage::OutOfMemory>(
+          ::testing::AllOf(HasSubstr("refusing cudaMallocManaged"), HasSubstr("bytes free"),
+                           HasSubstr("HomeMemory::kMapped"))));
 }
 
 TEST_P(CacheCudaTest, ControlTheComparisonSeesOneChangedByte) {

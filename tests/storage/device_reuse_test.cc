@@ -206,6 +206,31 @@ TEST_P(DeviceReuseTest, OutOfMemoryNamesTheSizeAndLeavesTheManagerUsable) {
   EXPECT_TRUE(fine);
 }
 
+// The rule for tables larger than the GPU: managed memory beyond what the
+// GPU has free is refused before any cudaMallocManaged (such a request can
+// hang the GPU for every user), naming the size, the free memory and the
+// way out (host-mapped memory); the manager stays usable.
+TEST(ManagedMemoryTest, ARequestBeyondTheGpusFreeMemoryIsRefusedNamingTheMappedMode) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    (void)cudaGetLastError();
+    GTEST_SKIP() << "no CUDA device (or driver) on this machine";
+  }
+  StorageOptions options;
+  options.uvm_mode = UvmMode::kManaged;
+  std::unique_ptr<StorageManager> manager = CreateStorageManager(MemoryKind::kUvm, 0, options);
+  std::size_t free = 0;
+  std::size_t total = 0;
+  CudaCheck(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  const std::size_t too_much = free + (std::size_t{1} << 30);
+  EXPECT_THAT([&] { (void)manager->Alloc(too_much); },
+              ::testing::ThrowsMessage<OutOfMemory>(::testing::AllOf(
+                  HasSubstr("refusing cudaMallocManaged of "), HasSubstr("bytes free"),
+                  HasSubstr("gpu(0)"), HasSubstr("EMBER_UVM_MODE=mapped"))));
+  Buffer fine = manager->Alloc(std::size_t{1} << 20);
+  EXPECT_TRUE(fine);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AllKinds, DeviceReuseTest,
     ::testing::Values(ReuseCase{MemoryKind::kDevice, DevicePoolType::kRound},
