@@ -772,7 +772,7 @@ TEST_P(CacheCudaTest, ABadBatchFailsWithTheCpuMessageAndChangesNothing) {
 // cache is made (it could hang the GPU), naming the mapped home instead.
 TEST_P(CacheCudaTest, AManagedHomeBeyondTheGpusFreeMemoryIsRefused) {
   const std::size_t free = storage::DeviceFreeBytes(0);
-  constexpr std::size_t kRowBytes = 128 * 4;  // two tables of such rows hold it all
+  constexpr std::size_t kRowBytes = std::size_t{128} * 4;  // two tables of such rows hold it all
   const auto rows = static_cast<int64_t>((free + (std::size_t{1} << 30)) / (2 * kRowBytes)) + 1;
   CacheOptions options;
   options.ctx = Context::GPU(0);
