@@ -31,6 +31,17 @@ enum class CachePolicy {
   kLfu,  // evict the way whose row was used least often (per-row counts), then the oldest
 };
 
+// What goes home from a slot when its row is evicted, and at a flush.
+enum class WriteBack {
+  // Every cached row, as FBGEMM's cache does: an evicted or flushed row is
+  // written home whether or not a backward changed it.
+  kEveryRow,
+  // Only the rows a backward updated since their fill (dirty); the others
+  // equal their home rows. A run that prefetches without training
+  // (evaluation, inference) then moves rows one way only.
+  kDirtyRows,
+};
+
 // Where every row (the "home" of the rows) lives.
 enum class HomeMemory {
   // On a GPU: managed memory when the rows fit in the GPU's free memory,
@@ -56,6 +67,9 @@ struct CacheOptions {
   int64_t prefetch_temp_bytes = 0;
   // Statistics cost a few counter updates per row; off, they read zero.
   bool collect_stats = true;
+  // The flags that kDirtyRows reads are kept either way: 4 bytes a slot,
+  // beyond cache_bytes.
+  WriteBack write_back = WriteBack::kEveryRow;
   // A GPU cache with a host-mapped home: device memory (beyond cache_bytes)
   // where a prefetch parks the rows it evicts, so that writing them home
   // and reading the new rows in share the link at once rather than take

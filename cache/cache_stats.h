@@ -20,10 +20,10 @@ struct CacheCounts {
   int64_t unique = 0;           // distinct rows
   int64_t unique_misses = 0;    // of those, not cached when looked up
   int64_t inserted = 0;         // rows filled into the cache
-  int64_t evicted = 0;          // rows evicted (the dirty ones written back home)
+  int64_t evicted = 0;          // rows evicted (and written back home, WriteBack says which)
   int64_t conflict_misses = 0;  // misses left uncached: no way of their set was free
   int64_t bytes_to_cache = 0;   // home -> cache
-  int64_t bytes_to_home = 0;    // cache -> home (write-backs of dirty rows)
+  int64_t bytes_to_home = 0;    // cache -> home (write-backs)
 
   // Distinct rows found in the cache: 1 - unique_misses / unique (1 with
   // no rows).
@@ -42,8 +42,8 @@ struct CacheStats {
 // The cache's state, slot by slot, copied to the host (CachedTbe::Snapshot):
 // what row each slot holds (a linear id, or -1), the last timestep that used
 // it, its lock count (the batches in flight using it), and whether it is
-// dirty (1: a backward updated its row since it was filled, so that an
-// eviction or a flush writes it home; 0: its home row is equal).
+// dirty (1: a backward updated its row since it was filled; 0: its home
+// row is equal).
 struct CacheSnapshot {
   std::vector<int64_t> tags;
   std::vector<int64_t> timestamps;

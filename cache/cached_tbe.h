@@ -20,8 +20,8 @@
 //   ForwardInference    out                        home, slots, state, locations, batch
 //
 // (home = var uvm_weights, slots = cache_weights, state = cache_state,
-// dirty = cache_dirty: a flag per slot whose row a backward updated, so
-// that evictions and flushes write home only the rows that changed.)
+// dirty = cache_dirty: a flag per slot whose row a backward updated, which
+// CacheOptions::write_back may have evictions and flushes go by.)
 // Prefetch(i) also fills unlocked slots and writes evicted rows back home
 // without declaring either written: line locking keeps both away from every
 // slot and row a batch in flight uses (cache/internal/cache_args.h), so

@@ -37,9 +37,10 @@
 //     rows) no op in flight reads.
 //  5. A slot's home row is stale only where its dirty flag is set: the
 //     backward sets it for each slot whose row it updates; a fill, a flush
-//     and a reset clear it. An evicted row goes home only when dirty (a
-//     clean one equals its home row), and so does a flushed one. Every op
-//     that touches the flags writes cache_dirty, so they are never raced.
+//     and a reset clear it. An evicted or flushed row goes home always
+//     (WriteBack::kEveryRow), or only when dirty (kDirtyRows: a clean one
+//     equals its home row). Every op that touches the flags writes
+//     cache_dirty, so they are never raced.
 //  4. Victims: LRU, the oldest timestamp first; LFU, the smallest count of
 //     the cached row first, then the oldest; ties by way. Misses of a set
 //     are inserted in increasing linear id; a miss left without a victim is
@@ -91,10 +92,10 @@ enum StatField : int {
   kUnique,          // distinct rows, first use in this timestep
   kUniqueMisses,    // of those, not in the cache when looked up
   kInserted,        // rows filled into a slot
-  kEvicted,         // rows evicted (the dirty ones written back)
+  kEvicted,         // rows evicted
   kConflictMisses,  // misses left without a victim
   kBytesToCache,    // bytes copied home -> slots
-  kBytesToHome,     // bytes written back slots -> home (dirty rows)
+  kBytesToHome,     // bytes written back slots -> home
   kStatFields,
 };
 
@@ -106,6 +107,7 @@ struct CacheArgs {
   int64_t slot_dim = 0;  // elements a slot holds
   RowType row_type = RowType::kF32;
   Policy policy = Policy::kLru;
+  bool write_back_every_row = true;  // false: only dirty rows go home (invariant 5)
   // Per table (T) and the T + 1 prefix sums, as in TbeTables. Host memory
   // for the CPU kernels, device memory for the CUDA ones.
   const int64_t* rows = nullptr;

@@ -34,10 +34,11 @@ void Count(const CacheArgs& cache, int table, StatField field, int64_t value) {
   }
 }
 
-// Writes the row of `slot` (cached) back to its home row if a backward
-// updated it (invariant 5); clean after. Whether it wrote.
-bool WriteBackIfDirty(const CacheArgs& cache, int64_t slot) {
-  if (cache.dirty[slot] == 0) return false;
+// Writes the row of `slot` (cached) back to its home row unless the cache
+// writes back only dirty rows and no backward updated it (invariant 5);
+// clean after. Whether it wrote.
+bool WriteBack(const CacheArgs& cache, int64_t slot) {
+  if (!cache.write_back_every_row && cache.dirty[slot] == 0) return false;
   const int64_t row = cache.tags[slot];
   CopyRow(cache, SlotRow(cache, slot), HomeRow(cache, row), cache.dims[TableOf(cache, row)]);
   cache.dirty[slot] = 0;
@@ -45,11 +46,11 @@ bool WriteBackIfDirty(const CacheArgs& cache, int64_t slot) {
 }
 
 // Takes the row out of `slot` (cached) for a fill: counted as evicted, and
-// as bytes home when it had to be written back.
+// as bytes home when it was written back.
 void Evict(const CacheArgs& cache, int64_t slot) {
   const int table = TableOf(cache, cache.tags[slot]);
   Count(cache, table, kEvicted, 1);
-  if (WriteBackIfDirty(cache, slot)) Count(cache, table, kBytesToHome, RowBytes(cache, table));
+  if (WriteBack(cache, slot)) Count(cache, table, kBytesToHome, RowBytes(cache, table));
 }
 
 // The order in which the ways of a set are taken as victims (invariant 4):
@@ -123,7 +124,7 @@ void PrefetchCpu(const CacheArgs& cache, const BatchArgs& batch, const LocationA
                  int64_t timestep, int passes) {
   const std::vector<int64_t> linear = Linearize(cache, batch, "CachedTbe::Prefetch");
   if (cache.stats_step != nullptr) {
-    std::fill(cache.stats_step, cache.stats_step + (cache.num_tables + 1) * kStatFields, 0);
+    std::fill(cache.stats_step, cache.stats_step + int64_t{cache.num_tables + 1} * kStatFields, 0);
   }
   *where.num_locked = 0;
   const int64_t n = batch.num_indices;
@@ -153,7 +154,7 @@ void LookupCpu(const CacheArgs& cache, const BatchArgs& batch, const LocationArg
 void FlushCpu(const CacheArgs& cache) {
   const int64_t slots = cache.num_sets * kWays;
   for (int64_t slot = 0; slot < slots; ++slot) {
-    if (cache.tags[slot] != kEmpty) WriteBackIfDirty(cache, slot);
+    if (cache.tags[slot] != kEmpty) WriteBack(cache, slot);
   }
 }
 

@@ -21,7 +21,8 @@ namespace ember::cache::internal {
 
 // Prefetch of a batch at `timestep` in `passes` passes over index chunks:
 // locks the slots of the rows it finds, inserts the misses it can, writes
-// back the dirty rows it evicts, and writes the batch's locations. Writes
+// back the rows it evicts (or only the dirty ones), and writes the batch's
+// locations. Writes
 // state, dirty flags, locations, unlocked slots and evicted rows' home
 // rows; reads home.
 // CPU: throws InvalidArgument for a bad batch, before changing anything.
@@ -37,8 +38,8 @@ void RelookupCpu(const CacheArgs& cache, const BatchArgs& batch, const LocationA
 // locations; reads state. Throws InvalidArgument for a bad batch.
 void LookupCpu(const CacheArgs& cache, const BatchArgs& batch, const LocationArgs& where);
 
-// Writes every dirty row back to its home row and marks it clean; the
-// cache stays valid (a clean row's home row is equal already).
+// Writes every cached row (or, under WriteBack::kDirtyRows, every dirty
+// one) back to its home row and marks it clean; the cache stays valid.
 void FlushCpu(const CacheArgs& cache);
 // Empties every slot and clears its flag (after a flush). REQUIRES: no
 // lock held.

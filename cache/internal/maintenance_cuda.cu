@@ -2,10 +2,11 @@
 // ReadDeviceCuda, FlushCuda, ResetCuda and WarmCuda, with the semantics of
 // their CPU twins (cache_cpu.cc, cache_arrays.cc).
 //
-// Flush moves every dirty row home with a warp per slot (rows in 16-byte
-// words where aligned). Warm is the one sequential step: rows of one set
-// fill its free ways in the given order, so the host groups the rows by set
-// (stably) and a warp takes each set's rows in turn; sets go in parallel.
+// Flush moves every cached row (or every dirty one) home with a warp per
+// slot (rows in 16-byte words where aligned). Warm is the one sequential
+// step: rows of one set fill its free ways in the given order, so the host
+// groups the rows by set (stably) and a warp takes each set's rows in
+// turn; sets go in parallel.
 // Warm is rare (a checkpoint's hot rows), so its rows are staged through a
 // pinned and a device buffer of the process-wide managers, both released
 // behind the stream's work.
@@ -50,14 +51,15 @@ __global__ void __launch_bounds__(kBlockThreads) ZeroKernel(int64_t* values, int
   }
 }
 
-// A warp per slot: a dirty row goes back to its home row, and is clean.
+// A warp per slot: a cached row (or, under WriteBack::kDirtyRows, a dirty
+// one) goes back to its home row, and is clean.
 __global__ void __launch_bounds__(kBlockThreads) FlushKernel(const CacheArgs cache) {
   const int64_t slots = cache.num_sets * kWays;
   const int64_t warps = int64_t{gridDim.x} * kBlockWarps;
   for (int64_t slot = int64_t{blockIdx.x} * kBlockWarps + threadIdx.x / kWarp; slot < slots;
        slot += warps) {
     const int64_t row = cache.tags[slot];
-    if (row == kEmpty || cache.dirty[slot] == 0) continue;
+    if (row == kEmpty || (!cache.write_back_every_row && cache.dirty[slot] == 0)) continue;
     const int table = TableOf(cache, row);
     WarpCopy(SlotRowAt(cache, slot), HomeRowAt(cache, table, row), RowBytes(cache, table));
     if (Lane() == 0) cache.dirty[slot] = 0;

@@ -267,9 +267,9 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
     const int64_t evicted = __shfl_sync(kFullMask, tag, way);  // the way's row before this pass
     const bool fills = head && inserted;
     const bool evicts = fills && evicted != kEmpty;
-    // Only a row a backward updated goes home (invariant 5).
+    // Every evicted row goes home, or only a dirty one (invariant 5).
     const int dirty = __shfl_sync(kFullMask, way_dirty, way);  // every lane shuffles
-    const bool writes_back = evicts && dirty != 0;
+    const bool writes_back = evicts && (cache.write_back_every_row || dirty != 0);
     const int table = head ? TableOf(cache, row) : 0;
     const int evicted_table = evicts ? TableOf(cache, evicted) : 0;
     if (writes_back && moves.evicted_in_bin != nullptr) {

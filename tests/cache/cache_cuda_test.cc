@@ -53,6 +53,7 @@ struct Config {
   HomeMemory home = HomeMemory::kAuto;
   bool gpu_stats = true;  // the CPU twin always counts: PrefetchCpu writes its statistics unchecked
   int64_t staging_bytes = CacheOptions{}.staging_bytes;  // of the GPU cache's mapped home
+  WriteBack write_back = WriteBack::kEveryRow;
 };
 
 std::string Describe(const Config& c) {
@@ -63,7 +64,8 @@ std::string Describe(const Config& c) {
          (c.home == HomeMemory::kMapped
               ? ", mapped home, " + std::to_string(c.staging_bytes) + " staging bytes"
               : "") +
-         (c.gpu_stats ? "" : ", GPU statistics off");
+         (c.gpu_stats ? "" : ", GPU statistics off") +
+         (c.write_back == WriteBack::kDirtyRows ? ", dirty rows written back" : "");
 }
 
 int64_t ElementBytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
@@ -238,6 +240,7 @@ class Twin {
     options.dtype = config.dtype;
     options.policy = config.policy;
     options.prefetch_passes = config.passes;
+    options.write_back = config.write_back;
     options.cache_bytes = config.sets * kWays * (slot_dim * ElementBytes(config.dtype) + 20);
     cpu_ = std::make_unique<CachedTbe>(engine, tables, options);
     options.ctx = Context::GPU(0);
@@ -450,10 +453,11 @@ TEST_P(CacheCudaTest, MatchesCpuOnRandomTraces) {
     for (int passes : {1, 6, 12}) {
       for (DType dtype : {DType::kF32, DType::kF16}) {
         for (DType index_dtype : {DType::kI32, DType::kI64}) {
-          const Config config{policy, passes, dtype, index_dtype};
+          Config config{policy, passes, dtype, index_dtype};
+          ++seed;
+          if (seed % 2 == 0) config.write_back = WriteBack::kDirtyRows;
           SCOPED_TRACE(Describe(config));
           Twin twin(engine(), SmallTables(), config);
-          ++seed;
           RunPipeline(twin, Trace(seed), seed * 1000);
           if (HasFailure()) return;
           const CacheCounts all = twin.gpu().TotalStats().all;
@@ -476,6 +480,7 @@ TEST_P(CacheCudaTest, MappedHomeBf16AndStatisticsOffMatchCpu) {
       Config mapped{CachePolicy::kLfu, passes, DType::kBF16, DType::kI32};
       mapped.home = HomeMemory::kMapped;
       mapped.staging_bytes = staging_rows * kStagingRowBytes;
+      if (passes > 1) mapped.write_back = WriteBack::kDirtyRows;
       configs.push_back(mapped);
     }
   }
@@ -546,6 +551,7 @@ TEST_P(CacheCudaTest, MappedHomeFillsInPiecesMatchCpu) {
       Config config{CachePolicy::kLru, passes, DType::kF32, DType::kI64, /*sets=*/1024};
       config.home = HomeMemory::kMapped;
       config.staging_bytes = staging_rows * kStagingRowBytes;
+      if (passes > 1) config.write_back = WriteBack::kDirtyRows;
       SCOPED_TRACE(Describe(config));
       const CacheCounts totals = RunManyMisses(config, 61 + passes, 101);
       if (HasFailure()) return;
@@ -560,43 +566,48 @@ TEST_P(CacheCudaTest, MappedHomeFillsInPiecesMatchCpu) {
 TEST_P(CacheCudaTest, ARowEvictedAndReinsertedInOnePrefetchMatchesCpu) {
   constexpr int64_t kStagingRowBytes = 16 * 4 + 24;
   for (const int64_t staging_rows : {int64_t{1} << 10, int64_t{3}, int64_t{0}}) {
-    Config config{CachePolicy::kLru, /*passes=*/2, DType::kF32, DType::kI64, /*sets=*/1};
-    config.home = HomeMemory::kMapped;
-    config.staging_bytes = staging_rows * kStagingRowBytes;
-    SCOPED_TRACE(Describe(config));
-    Twin twin(engine(), SmallTables(), config);
-    // Table 0's rows 100..131 fill the one set; pass 0 (rows 0..7) evicts
-    // the oldest eight of them, which pass 1 (rows 100..107) inserts again.
-    std::vector<int64_t> warm(32);
-    std::iota(warm.begin(), warm.end(), 100);
-    std::vector<int64_t> bag(16);
-    std::iota(bag.begin(), bag.begin() + 8, 0);
-    std::iota(bag.begin() + 8, bag.end(), 100);
-    const int batch = twin.AddBatch(Bags{1, {bag, {}, {}}});
-    twin.Seed(5);
-    twin.Warm(warm);
-    // A backward on every warmed row: all 32 dirty, so each eviction writes
-    // its row back; then their home rows change too.
-    const int touch = twin.AddBatch(Bags{1, {warm, {}, {}}});
-    twin.Prefetch(touch);
-    twin.Relookup(touch);
-    twin.Backward(touch, 7);
-    twin.WriteHome(6);
-    twin.Prefetch(batch);
-    twin.ExpectSameLocations(batch, "prefetch");
-    twin.ExpectSameState("prefetch");
-    EXPECT_EQ(twin.gpu().LastStepStats().all.evicted, 16);
-    EXPECT_EQ(twin.gpu().LastStepStats().all.inserted, 16);
-    twin.Relookup(batch);
-    twin.Flush();
-    twin.ExpectSameState("flush");
+    for (const WriteBack write_back : {WriteBack::kEveryRow, WriteBack::kDirtyRows}) {
+      Config config{CachePolicy::kLru, /*passes=*/2, DType::kF32, DType::kI64, /*sets=*/1};
+      config.home = HomeMemory::kMapped;
+      config.staging_bytes = staging_rows * kStagingRowBytes;
+      config.write_back = write_back;
+      SCOPED_TRACE(Describe(config));
+      Twin twin(engine(), SmallTables(), config);
+      // Table 0's rows 100..131 fill the one set; pass 0 (rows 0..7) evicts
+      // the oldest eight of them, which pass 1 (rows 100..107) inserts again.
+      std::vector<int64_t> warm(32);
+      std::iota(warm.begin(), warm.end(), 100);
+      std::vector<int64_t> bag(16);
+      std::iota(bag.begin(), bag.begin() + 8, 0);
+      std::iota(bag.begin() + 8, bag.end(), 100);
+      const int batch = twin.AddBatch(Bags{1, {bag, {}, {}}});
+      twin.Seed(5);
+      twin.Warm(warm);
+      // A backward on every warmed row: all 32 dirty, so each eviction writes
+      // its row back under either WriteBack; then their home rows change too.
+      const int touch = twin.AddBatch(Bags{1, {warm, {}, {}}});
+      twin.Prefetch(touch);
+      twin.Relookup(touch);
+      twin.Backward(touch, 7);
+      twin.WriteHome(6);
+      twin.Prefetch(batch);
+      twin.ExpectSameLocations(batch, "prefetch");
+      twin.ExpectSameState("prefetch");
+      EXPECT_EQ(twin.gpu().LastStepStats().all.evicted, 16);
+      EXPECT_EQ(twin.gpu().LastStepStats().all.inserted, 16);
+      twin.Relookup(batch);
+      twin.Flush();
+      twin.ExpectSameState("flush");
+    }
   }
 }
 
 TEST_P(CacheCudaTest, SeveralBatchesInFlightMatchCpu) {
   // Three batches in flight, no wait between pushes; compared at the end.
   for (int passes : {1, 6}) {
-    const Config config{CachePolicy::kLfu, passes, DType::kF16, DType::kI32, /*sets=*/2};
+    Config config{CachePolicy::kLfu, passes, DType::kF16, DType::kI32, /*sets=*/2};
+    // No backward here: with dirty rows only, its evictions write nothing.
+    if (passes > 1) config.write_back = WriteBack::kDirtyRows;
     SCOPED_TRACE(Describe(config));
     Twin twin(engine(), SmallTables(), config);
     std::mt19937_64 rng(21 + passes);
@@ -619,6 +630,11 @@ TEST_P(CacheCudaTest, SeveralBatchesInFlightMatchCpu) {
     EXPECT_TRUE(std::all_of(snapshot.locks.begin(), snapshot.locks.end(), [](int32_t lock) {
       return lock == 0;
     })) << "every lock released";
+    if (config.write_back == WriteBack::kDirtyRows) {
+      const CacheCounts all = twin.gpu().TotalStats().all;
+      EXPECT_GT(all.evicted, 0);
+      EXPECT_EQ(all.bytes_to_home, 0) << "no row was trained: none went home";
+    }
   }
 }
 

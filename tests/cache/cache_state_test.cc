@@ -34,10 +34,12 @@ class CacheStateTest : public EngineTest {
  protected:
   // Two tables of 100 rows (dims 4 and 8) and a cache of `sets` sets.
   std::unique_ptr<CachedTbe> MakeCache(int64_t sets, CachePolicy policy = CachePolicy::kLru,
-                                       int passes = 1) {
+                                       int passes = 1,
+                                       WriteBack write_back = WriteBack::kEveryRow) {
     CacheOptions options;
     options.policy = policy;
     options.prefetch_passes = passes;
+    options.write_back = write_back;
     options.load_factor = static_cast<double>(sets * kWays) / 200.0;
     auto cache = std::make_unique<CachedTbe>(engine(), ops::TbeTables({100, 100}, {4, 8}), options);
     ops::RandomUniform(cache->home(), 7, -1.0f, 1.0f);
@@ -157,94 +159,105 @@ TEST_P(CacheStateTest, LockedSlotsAreNotEvicted) {
   const CacheStats stats = cache->LastStepStats();
   EXPECT_EQ(stats.all.inserted, 1);
   EXPECT_EQ(stats.all.evicted, 1);
-  EXPECT_EQ(stats.all.bytes_to_home, 0) << "no backward updated the row: nothing goes home";
+  EXPECT_EQ(stats.all.bytes_to_home, 4 * 4) << "every evicted row goes home by default";
   cache->Relookup(third.view(), c);
   engine().WaitForAll();
 }
 
-TEST_P(CacheStateTest, FlushWritesBackTheRowsABackwardUpdatedAndTheCacheStaysValid) {
-  auto cache = MakeCache(1);
-  Batch batch = OneBag({2, 3});
-  CacheLocations where = cache->NewLocations(2);
-  cache->Prefetch(batch.view(), where);
-  cache->Relookup(batch.view(), where);
-  const std::vector<float> start = ToHost<float>(cache->home());
-  const std::vector<int32_t> slot = SlotsOf(where, 2);
-  ASSERT_GE(slot[0], 0);
-  ASSERT_GE(slot[1], 0);
-  // Batch size 1, dims 4 + 8: a gradient of 1 on table 0's bag (rows 2
-  // and 3 pooled), which SGD at rate 1 takes off both rows, in their slots.
+// Batch size 1, dims 4 + 8: a gradient of 1 on table 0's bag, which SGD
+// at rate 1 takes off each of its rows.
+Tensor GradOfOnesOnTable0(engine::Engine& engine) {
   std::vector<float> ones(12, 0.0f);
   std::fill(ones.begin(), ones.begin() + 4, 1.0f);
-  const Tensor grad = FromHost(engine(), engine::Context::CPU(), ones, {1, 12});
-  cache->BackwardSgd(batch.view(), where, grad, {.learning_rate = 1.0f});
-  CacheSnapshot snapshot = cache->Snapshot();
-  EXPECT_EQ(snapshot.dirty[slot[0]], 1);
-  EXPECT_EQ(snapshot.dirty[slot[1]], 1);
-  EXPECT_EQ(std::count(snapshot.dirty.begin(), snapshot.dirty.end(), 1), 2);
-  EXPECT_EQ(ToHost<float>(cache->home()), start) << "the update is in the slots";
-  cache->Flush();
-  std::vector<float> home = ToHost<float>(cache->home());
-  for (int c = 0; c < 8; ++c) EXPECT_EQ(home[2 * 4 + c], start[2 * 4 + c] - 1.0f) << c;
-  snapshot = cache->Snapshot();
-  EXPECT_TRUE(std::all_of(snapshot.dirty.begin(), snapshot.dirty.end(),
-                          [](int32_t flag) { return flag == 0; }));
-  // A clean row is not written again: a value put in its slot behind the
-  // cache's back stays there, and its home row keeps the flushed value.
-  float* cached = cache->slots().data<float>() + slot[0] * cache->slot_dim();
-  cached[0] = 1000.0f;
-  cache->Flush();
-  home = ToHost<float>(cache->home());
-  EXPECT_EQ(home[8], start[8] - 1.0f) << "row 2, value 0";
-  // The cache stays valid after a flush: the rows are still hits.
-  cache->Prefetch(batch.view(), where);
-  EXPECT_EQ(cache->LastStepStats().all.unique_misses, 0);
-  cache->Relookup(batch.view(), where);
-  engine().WaitForAll();
+  return FromHost(engine, engine::Context::CPU(), ones, {1, 12});
 }
 
-TEST_P(CacheStateTest, EvictionWritesBackOnlyTheRowsABackwardUpdated) {
-  auto cache = MakeCache(1);
-  const std::vector<float> start = ToHost<float>(cache->home());
-  // Rows 0..15 are trained (a gradient of 1 on the bag), rows 16..31 only
-  // read: the set's 32 ways hold both.
-  Batch trained = OneBag(Range(0, 16));
-  Batch read = OneBag(Range(16, 32));
-  CacheLocations a = cache->NewLocations(16);
-  CacheLocations b = cache->NewLocations(16);
-  cache->Prefetch(trained.view(), a);
-  cache->Relookup(trained.view(), a);
-  std::vector<float> ones(12, 0.0f);
-  std::fill(ones.begin(), ones.begin() + 4, 1.0f);
-  const Tensor grad = FromHost(engine(), engine::Context::CPU(), ones, {1, 12});
-  cache->BackwardSgd(trained.view(), a, grad, {.learning_rate = 1.0f});
-  cache->Prefetch(read.view(), b);
-  cache->Relookup(read.view(), b);
-  engine().WaitForAll();
-  // Put a marker in the read rows' slots behind the cache's back: were
-  // they written home at eviction, the marker would show there.
-  for (const int32_t slot : SlotsOf(b, 16)) {
-    ASSERT_GE(slot, 0);
-    cache->slots().data<float>()[slot * cache->slot_dim()] = 1000.0f;
+bool AllClean(const CacheSnapshot& snapshot) {
+  return std::all_of(snapshot.dirty.begin(), snapshot.dirty.end(),
+                     [](int32_t flag) { return flag == 0; });
+}
+
+// A flush writes the trained rows home and the cache stays valid; a row no
+// backward changed since the flush goes home again by default (FBGEMM's
+// flush) and not under WriteBack::kDirtyRows, as a value put in its slot
+// behind the cache's back shows.
+TEST_P(CacheStateTest, FlushWritesBackTheTrainedRowsAndTheCacheStaysValid) {
+  for (const WriteBack write_back : {WriteBack::kEveryRow, WriteBack::kDirtyRows}) {
+    SCOPED_TRACE(write_back == WriteBack::kEveryRow ? "every row" : "dirty rows");
+    auto cache = MakeCache(1, CachePolicy::kLru, 1, write_back);
+    Batch batch = OneBag({2, 3});
+    CacheLocations where = cache->NewLocations(2);
+    cache->Prefetch(batch.view(), where);
+    cache->Relookup(batch.view(), where);
+    const std::vector<float> start = ToHost<float>(cache->home());
+    const std::vector<int32_t> slot = SlotsOf(where, 2);
+    ASSERT_GE(slot[0], 0);
+    ASSERT_GE(slot[1], 0);
+    cache->BackwardSgd(batch.view(), where, GradOfOnesOnTable0(engine()), {.learning_rate = 1.0f});
+    CacheSnapshot snapshot = cache->Snapshot();
+    EXPECT_EQ(snapshot.dirty[slot[0]], 1);
+    EXPECT_EQ(snapshot.dirty[slot[1]], 1);
+    EXPECT_EQ(std::count(snapshot.dirty.begin(), snapshot.dirty.end(), 1), 2);
+    EXPECT_EQ(ToHost<float>(cache->home()), start) << "the update is in the slots";
+    cache->Flush();
+    std::vector<float> home = ToHost<float>(cache->home());
+    for (int c = 0; c < 8; ++c) EXPECT_EQ(home[2 * 4 + c], start[2 * 4 + c] - 1.0f) << c;
+    EXPECT_TRUE(AllClean(cache->Snapshot()));
+    float* cached = cache->slots().data<float>() + slot[0] * cache->slot_dim();
+    cached[0] = 1000.0f;
+    cache->Flush();
+    home = ToHost<float>(cache->home());
+    EXPECT_EQ(home[8], write_back == WriteBack::kEveryRow ? 1000.0f : start[8] - 1.0f)
+        << "row 2, value 0";
+    // The cache stays valid after a flush: the rows are still hits.
+    cache->Prefetch(batch.view(), where);
+    EXPECT_EQ(cache->LastStepStats().all.unique_misses, 0);
+    cache->Relookup(batch.view(), where);
+    engine().WaitForAll();
   }
-  Batch other = OneBag(Range(50, 82));  // evicts all 32
-  CacheLocations c = cache->NewLocations(32);
-  cache->Prefetch(other.view(), c);
-  const CacheStats stats = cache->LastStepStats();
-  EXPECT_EQ(stats.all.evicted, 32);
-  EXPECT_EQ(stats.all.bytes_to_home, 16 * 4 * 4) << "the 16 trained rows of 4 floats";
-  cache->Relookup(other.view(), c);
-  const std::vector<float> home = ToHost<float>(cache->home());
-  for (std::size_t row = 0; row < 32; ++row) {
-    const float change = row < 16 ? 1.0f : 0.0f;
-    for (std::size_t col = 0; col < 4; ++col) {
-      EXPECT_EQ(home[row * 4 + col], start[row * 4 + col] - change) << row << ", " << col;
+}
+
+// Evicted rows go home: all of them by default, only the trained ones
+// under WriteBack::kDirtyRows. Rows 0..15 are trained, rows 16..31 only
+// read; a marker put in the read rows' slots behind the cache's back
+// shows which went home.
+TEST_P(CacheStateTest, EvictionWritesBackEveryRowOrOnlyTheTrainedOnes) {
+  for (const WriteBack write_back : {WriteBack::kEveryRow, WriteBack::kDirtyRows}) {
+    const bool every_row = write_back == WriteBack::kEveryRow;
+    SCOPED_TRACE(every_row ? "every row" : "dirty rows");
+    auto cache = MakeCache(1, CachePolicy::kLru, 1, write_back);
+    const std::vector<float> start = ToHost<float>(cache->home());
+    Batch trained = OneBag(Range(0, 16));
+    Batch read = OneBag(Range(16, 32));
+    CacheLocations a = cache->NewLocations(16);
+    CacheLocations b = cache->NewLocations(16);
+    cache->Prefetch(trained.view(), a);
+    cache->Relookup(trained.view(), a);
+    cache->BackwardSgd(trained.view(), a, GradOfOnesOnTable0(engine()), {.learning_rate = 1.0f});
+    cache->Prefetch(read.view(), b);
+    cache->Relookup(read.view(), b);
+    engine().WaitForAll();
+    for (const int32_t slot : SlotsOf(b, 16)) {
+      ASSERT_GE(slot, 0);
+      cache->slots().data<float>()[slot * cache->slot_dim()] = 1000.0f;
     }
+    Batch other = OneBag(Range(50, 82));  // evicts all 32
+    CacheLocations c = cache->NewLocations(32);
+    cache->Prefetch(other.view(), c);
+    const CacheStats stats = cache->LastStepStats();
+    EXPECT_EQ(stats.all.evicted, 32);
+    EXPECT_EQ(stats.all.bytes_to_home, (every_row ? 32 : 16) * 4 * 4) << "rows of 4 floats";
+    cache->Relookup(other.view(), c);
+    const std::vector<float> home = ToHost<float>(cache->home());
+    for (std::size_t row = 0; row < 32; ++row) {
+      for (std::size_t col = 0; col < 4; ++col) {
+        float expected = start[row * 4 + col] - (row < 16 ? 1.0f : 0.0f);
+        if (every_row && row >= 16 && col == 0) expected = 1000.0f;
+        EXPECT_EQ(home[row * 4 + col], expected) << row << ", " << col;
+      }
+    }
+    EXPECT_TRUE(AllClean(cache->Snapshot())) << "filled slots are clean";
   }
-  const CacheSnapshot snapshot = cache->Snapshot();
-  EXPECT_TRUE(std::all_of(snapshot.dirty.begin(), snapshot.dirty.end(), [](int32_t flag) {
-    return flag == 0;
-  })) << "filled slots are clean";
 }
 
 TEST_P(CacheStateTest, MultiPassLocksLikeOnePass) {

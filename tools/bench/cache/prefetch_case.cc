@@ -8,8 +8,9 @@
 // --prefetch_steps training steps (gpu_run.h, StepLoop: a backward dirties
 // each batch's rows): each prefetch misses most of its rows, inserts them
 // and writes as many evicted rows back home. Then, after a flush, the same
-// steps without the backward (inference, evaluation): the evicted rows are
-// clean and stay where they are. Last, without evictions: per run the
+// steps without the backward (inference, evaluation): the cache writes back
+// dirty rows only (CacheOptions::write_back = kDirtyRows), so the evicted
+// rows, all clean, stay where they are. Last, without evictions: per run the
 // cache is Reset (untimed) and one batch is prefetched into the empty
 // cache.
 
@@ -42,6 +43,7 @@ void RunHome(GpuRun& run, const std::string& home, const std::string& column,
   options.load_factor = o.prefetch_load_factor;
   options.home = home == "managed" ? cache::HomeMemory::kManaged : cache::HomeMemory::kMapped;
   options.staging_bytes = o.staging_bytes;
+  options.write_back = cache::WriteBack::kDirtyRows;  // training's rows are all dirty anyway
   if (home == "managed") {
     const double free = double(storage::DeviceFreeBytes(0));
     if (s.table_bytes() > free / 2) {  // never more managed memory than the GPU has free
@@ -135,6 +137,7 @@ void RunPrefetchCase(GpuRun& run) {
 
   const ZipfRows zipf(s.rows, s.zipf);
   std::vector<BatchTensors> batches;
+  batches.reserve(static_cast<std::size_t>(o.prefetch_batches));
   for (int k = 0; k < o.prefetch_batches; ++k) {
     batches.push_back(Upload(run.engine, MakeBatch(s, zipf, o.seed, k), kGpu));
   }
@@ -178,7 +181,8 @@ void RunPrefetchCase(GpuRun& run) {
   table.notes.push_back(absl::StrFormat(
       "%d distinct batches cycled; steady state: --repeat runs of %d steps, a step = prefetch "
       "(timed: push, then wait for its locations) + relookup and, in training, an SGD backward "
-      "(untimed); GB/s = row bytes the statistics count / prefetch time",
+      "(untimed); GB/s = row bytes the statistics count / prefetch time; the cache writes back "
+      "dirty rows only (CacheOptions::write_back)",
       o.prefetch_batches, o.prefetch_steps));
   table.notes.push_back(absl::StrFormat(
       "H2D references: %s, CUDA events on the bench's stream; the prefetch target divides by the "
