@@ -30,22 +30,22 @@
 //  3. A prefetch takes a victim only among unlocked ways whose timestamp is
 //     older than the current timestep (never a way locked, or filled or
 //     used in this timestep), and writes an evicted row back to its home
-//     row first. So it touches no slot an in-flight batch reads or writes,
+//     row first (invariant 5 says which). So it touches no slot an in-flight batch reads or writes,
 //     and no home row an in-flight batch uses: it declares neither
 //     cache_weights nor uvm_weights written, and runs while forward(i)
 //     reads them. What it writes (unlocked slots, home rows of evicted
 //     rows) no op in flight reads.
+//  4. Victims: LRU, the oldest timestamp first; LFU, the smallest count of
+//     the cached row first, then the oldest; ties by way. Misses of a set
+//     are inserted in increasing linear id; a miss left without a victim is
+//     a conflict miss and is read and updated at its home row. Both
+//     implementations follow this order, so they agree bit for bit.
 //  5. A slot's home row is stale only where its dirty flag is set: the
 //     backward sets it for each slot whose row it updates; a fill, a flush
 //     and a reset clear it. An evicted or flushed row goes home always
 //     (WriteBack::kEveryRow), or only when dirty (kDirtyRows: a clean one
 //     equals its home row). Every op that touches the flags writes
 //     cache_dirty, so they are never raced.
-//  4. Victims: LRU, the oldest timestamp first; LFU, the smallest count of
-//     the cached row first, then the oldest; ties by way. Misses of a set
-//     are inserted in increasing linear id; a miss left without a victim is
-//     a conflict miss and is read and updated at its home row. Both
-//     implementations follow this order, so they agree bit for bit.
 //
 // Thread safety: plain values.
 
