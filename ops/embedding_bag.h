@@ -178,8 +178,8 @@ void ValidateTbeBatch(const TbeTables& tables, const TbeBatch& batch);
 // read only to order the op: after that tensor's writers and before its
 // next writer (the cache's state, for an inference forward). `dirty`, if
 // set (i32, a flag per slot), is written by a backward: 1 for each slot
-// whose row it updates, so that the cache writes back only those rows; a
-// forward ignores it.
+// whose row it updates, so that the cache knows which rows differ from
+// their home rows (cache::CacheOptions::write_back); a forward ignores it.
 struct TbeCachedRows {
   const Tensor* locations = nullptr;
   const Tensor* slots = nullptr;
