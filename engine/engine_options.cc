@@ -91,6 +91,8 @@ EngineOptions EngineOptions::FromEnv() {
   };
   for (const auto& knob : knobs)
     *knob.field = IntFromEnv(knob.name, *knob.field, knob.min, knob.max);
+  options.gpu_stream_priorities =
+      IntFromEnv("EMBER_GPU_STREAM_PRIORITIES", options.gpu_stream_priorities ? 1 : 0, 0, 1) != 0;
   if (const char* path = std::getenv("ENGINE_PROFILE")) options.profile_path = path;
   const char* type = std::getenv("ENGINE_TYPE");
   if (type != nullptr && *type != '\0') {

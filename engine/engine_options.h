@@ -41,6 +41,11 @@ struct EngineOptions {
   // GPU has passed them; a stream this many ops behind makes the next op's
   // worker wait on the host for its oldest.
   int gpu_event_pool_size = 256;
+  // ThreadedEnginePerDevice: GPU workers' streams at ranked priorities, the
+  // copy pools' lowest (see StreamRank in engine/internal/gpu_fence.h), so
+  // that SM-bound copies overlapped with a step yield the SMs to its
+  // kernels. False: every stream at CUDA's default priority.
+  bool gpu_stream_priorities = true;
   // How long an idle GPU worker polls its queue before it sleeps: a chain of
   // GPU ops handed between workers then never waits for a wake-up.
   int gpu_worker_spin_us = 50;

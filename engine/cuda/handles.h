@@ -74,15 +74,20 @@ class CudaStream : public CudaHandle<cudaStream_t, cudaStreamDestroy> {
     CudaCheck(cudaStreamCreateWithFlags(&stream, flags), what, where);
     return CudaStream(stream);
   }
-  // A new non-blocking stream at the device's highest priority: when SMs
-  // free up, the scheduler starts its pending blocks before those of
-  // default-priority streams.
+  // A new non-blocking stream at `priority` (cudaDeviceGetStreamPriorityRange:
+  // a smaller number is a higher priority): when SMs free up, the scheduler
+  // starts pending blocks of higher-priority streams first.
+  static CudaStream CreateAt(int priority, std::string_view what,
+                             SourcePlace where = SourcePlace::Here()) {
+    cudaStream_t stream = nullptr;
+    CudaCheck(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, priority), what, where);
+    return CudaStream(stream);
+  }
+  // A new non-blocking stream at the device's highest priority.
   static CudaStream CreateUrgent(std::string_view what, SourcePlace where = SourcePlace::Here()) {
     int least = 0, greatest = 0;
     CudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest), what, where);
-    cudaStream_t stream = nullptr;
-    CudaCheck(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, greatest), what, where);
-    return CudaStream(stream);
+    return CreateAt(greatest, what, where);
   }
 };
 

@@ -97,7 +97,7 @@ DependencyEngine::DependencyEngine(const EngineOptions& options)
       executor_(MakeExecutor(
           options, backend_ ? backend_->device_count() : 0,
           [this](OprBlock* block) { Execute(block); },
-          [this](int device) { return backend_->StreamFor(device, "(worker start)", {}); })) {
+          [this](int device, StreamRank rank) { return backend_->StartWorker(device, rank); })) {
   if (backend_ != nullptr) backend_->SetProfiler(profiler_.get());
   Bulk::Register(this);
   Log().debug("{} started (engine #{})", name_, id_);

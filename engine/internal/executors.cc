@@ -58,14 +58,16 @@ struct DevicePools {
   DevicePools(int device, const EngineOptions& options, const Executor::RunFn& run,
               const Executor::GpuThreadInit& init)
       : normal(Name(device, ""), options.gpu_workers, Fifo(options), run,
-               Lane(device, options, init)),
+               Lane(device, options, init, StreamRank::kCompute)),
         copy_in(Name(device, "-in"), options.gpu_copy_workers, Fifo(options), run,
-                Lane(device, options, init)),
+                Lane(device, options, init, StreamRank::kCopy)),
         copy_out(Name(device, "-out"), options.gpu_copy_workers, Fifo(options), run,
-                 Lane(device, options, init)),
+                 Lane(device, options, init, StreamRank::kCopy)),
         priority(Name(device, "-prio"), options.gpu_priority_workers,
                  MakePriorityQueue(GpuSpin(options)), run,
-                 {.gpu_device = device, .make_stream = [init, device] { return init(device); }}) {}
+                 {.gpu_device = device, .make_stream = [init, device] {
+                    return init(device, StreamRank::kPrioritized);
+                  }}) {}
 
   static std::string Name(int device, const char* kind) {
     return fmt::format("ember-gpu{}{}", device, kind);
@@ -76,10 +78,10 @@ struct DevicePools {
   // FIFO GPU pools take continuations: their own, and in the Async engines
   // other pools' of the device (see worker_pool.h).
   static WorkerPoolOptions Lane(int device, const EngineOptions& options,
-                                const Executor::GpuThreadInit& init) {
+                                const Executor::GpuThreadInit& init, StreamRank rank) {
     return {.continuations = true,
             .gpu_device = device,
-            .make_stream = [init, device] { return init(device); },
+            .make_stream = [init, device, rank] { return init(device, rank); },
             .lend_streams = options.async_gpu};
   }
 
@@ -149,7 +151,7 @@ class PerDeviceExecutor final : public Executor {
 }  // namespace
 
 std::unique_ptr<Executor> MakeExecutor(const EngineOptions& options, int gpus, Executor::RunFn run,
-                                       Executor::GpuThreadInit gpu_thread_init) {
+                                       const Executor::GpuThreadInit& gpu_thread_init) {
   switch (options.type) {
     case EngineType::kNaive:
       return std::make_unique<InlineExecutor>(gpus, std::move(run));

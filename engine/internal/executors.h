@@ -32,9 +32,9 @@ struct OprBlock;
 class Executor {
  public:
   using RunFn = std::function<void(OprBlock*)>;
-  // Called on each GPU worker thread as it starts, with its device: makes
-  // the thread's stream.
-  using GpuThreadInit = std::function<GpuStream(int device)>;
+  // Called on each GPU worker thread as it starts, with its device and its
+  // pool's rank: makes the thread's stream.
+  using GpuThreadInit = std::function<GpuStream(int device, StreamRank rank)>;
   virtual ~Executor() = default;
 
   explicit Executor(int gpus) : gpus_(gpus) {}
@@ -63,6 +63,6 @@ class Executor {
 // `gpu_thread_init` prepares a GPU worker thread (its stream) before its
 // first op, so that no op pays for it.
 std::unique_ptr<Executor> MakeExecutor(const EngineOptions& options, int gpus, Executor::RunFn run,
-                                       Executor::GpuThreadInit gpu_thread_init);
+                                       const Executor::GpuThreadInit& gpu_thread_init);
 
 }  // namespace ember::engine::internal

@@ -60,6 +60,10 @@ class GpuBackend {
   // first use), or the device's next shared stream in turn (ThreadedEngine).
   // The backend owns it. Sets `device` as the thread's current device.
   virtual GpuStream StreamFor(int device, std::string_view op, GpuStream lent) = 0;
+  // Makes the calling worker thread's stream on `device` at `rank` (when it
+  // starts, so that no op pays for it); the thread's later streams, on other
+  // devices, take the same rank. Throws CudaError.
+  virtual GpuStream StartWorker(int device, StreamRank rank) = 0;
 
   // Makes op.state.stream wait for the op's inputs (Async; the plain
   // engines synced them already). REQUIRES: op.state.stream is set.

@@ -29,7 +29,8 @@ class CudaBackend final : public GpuBackend {
       : async_(options.async_gpu),
         devices_(devices),
         streams_(devices, options.type == EngineType::kThreaded ? options.pool_workers : 0,
-                 static_cast<std::size_t>(options.gpu_event_pool_size)) {}
+                 static_cast<std::size_t>(options.gpu_event_pool_size),
+                 options.gpu_stream_priorities) {}
 
   ~CudaBackend() override {
     streams_.ForEach([](SyncStream& stream) {
@@ -56,6 +57,12 @@ class CudaBackend final : public GpuBackend {
     } catch (const CudaError& e) {
       throw CudaError(fmt::format("op '{}': making its stream: {}", op, e.what()));
     }
+    return GpuStream{stream, stream->get()};
+  }
+
+  GpuStream StartWorker(int device, StreamRank rank) override {
+    CudaCheck(cudaSetDevice(device), "cudaSetDevice (worker start)");
+    SyncStream* stream = streams_.Start(device, rank);
     return GpuStream{stream, stream->get()};
   }
 

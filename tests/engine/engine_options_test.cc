@@ -72,6 +72,7 @@ TEST(EngineOptionsTest, KnobsComeFromTheEnvironment) {
   ScopedEnv events("EMBER_GPU_EVENT_POOL_SIZE", "2");
   ScopedEnv spin("EMBER_GPU_WORKER_SPIN_US", "7");
   ScopedEnv cpu_spin("EMBER_CPU_WORKER_SPIN_US", "9");
+  ScopedEnv ranks("EMBER_GPU_STREAM_PRIORITIES", "0");
   ScopedEnv profile("ENGINE_PROFILE", "/tmp/trace.json");
   const EngineOptions options = EngineOptions::FromEnv();
   EXPECT_EQ(options.type, EngineType::kThreaded);
@@ -88,6 +89,7 @@ TEST(EngineOptionsTest, KnobsComeFromTheEnvironment) {
   EXPECT_EQ(options.gpu_event_pool_size, 2);
   EXPECT_EQ(options.gpu_worker_spin_us, 7);
   EXPECT_EQ(options.cpu_worker_spin_us, 9);
+  EXPECT_FALSE(options.gpu_stream_priorities);
   EXPECT_EQ(options.profile_path, "/tmp/trace.json");
 }
 

@@ -1,18 +1,52 @@
 #include "engine/internal/cuda/stream_set.h"
 
+#include <algorithm>
+
 #include "engine/cuda/check.h"
 #include "engine/cuda/handles.h"
 #include "engine/cuda/scoped_device.h"
 
 namespace ember::engine::internal {
 
-StreamSet::StreamSet(int devices, int round_robin, std::size_t max_events)
-    : id_(next_id_.fetch_add(1) + 1), devices_(devices), max_events_(max_events) {
+namespace {
+
+// Per thread, for the one set it last used: its streams by device, and
+// their rank.
+struct ThreadStreams {
+  uint64_t owner = 0;
+  std::vector<SyncStream*> mine;
+  StreamRank rank = StreamRank::kCompute;
+};
+thread_local ThreadStreams t_streams;
+
+// The calling thread's streams of set `id`, emptied if it last used another.
+ThreadStreams& Claim(uint64_t id, int devices) {
+  ThreadStreams& t = t_streams;
+  if (t.owner != id) t = {.owner = id, .mine = std::vector<SyncStream*>(devices, nullptr)};
+  return t;
+}
+
+// The CUDA priority of `rank` on the current device. CUDA's default is its
+// lowest priority, so the copy rank keeps it and the others go above it.
+int PriorityOf(StreamRank rank) {
+  int least = 0;
+  int greatest = 0;
+  CudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest),
+            "cudaDeviceGetStreamPriorityRange");
+  const int steps = static_cast<int>(rank) - static_cast<int>(StreamRank::kCopy);
+  return std::max(least - steps, greatest);  // a higher priority is a smaller number
+}
+
+}  // namespace
+
+StreamSet::StreamSet(int devices, int round_robin, std::size_t max_events, bool ranked)
+    : id_(next_id_.fetch_add(1) + 1), devices_(devices), max_events_(max_events), ranked_(ranked) {
   if (round_robin > 0) {
     for (int d = 0; d < devices; ++d) {
       const ScopedDevice on_device(d);
       auto& ring = shared_.emplace_back();
-      for (int i = 0; i < round_robin; ++i) ring.push_back(Make());
+      // The lowest rank, CUDA's default: one pool runs every kind of op.
+      for (int i = 0; i < round_robin; ++i) ring.push_back(Make(StreamRank::kCopy));
     }
   }
   turns_ = std::vector<std::atomic<uint32_t>>(shared_.size());
@@ -23,15 +57,14 @@ SyncStream* StreamSet::For(int device) {
     const auto& ring = shared_[device];
     return ring[turns_[device].fetch_add(1, std::memory_order_relaxed) % ring.size()];
   }
-  // Per thread, per set: the streams this thread made, by device.
-  thread_local uint64_t owner = 0;
-  thread_local std::vector<SyncStream*> mine;
-  if (owner != id_) {
-    owner = id_;
-    mine.assign(devices_, nullptr);
-  }
-  if (mine[device] == nullptr) mine[device] = Make();
-  return mine[device];
+  ThreadStreams& t = Claim(id_, devices_);
+  if (t.mine[device] == nullptr) t.mine[device] = Make(t.rank);
+  return t.mine[device];
+}
+
+SyncStream* StreamSet::Start(int device, StreamRank rank) {
+  if (shared_.empty()) Claim(id_, devices_).rank = rank;
+  return For(device);
 }
 
 void StreamSet::ForEach(const std::function<void(SyncStream&)>& fn) {
@@ -44,8 +77,10 @@ void StreamSet::Clear() {
   all_.clear();
 }
 
-SyncStream* StreamSet::Make() {
-  CudaStream stream = CudaStream::Create("cudaStreamCreateWithFlags");
+SyncStream* StreamSet::Make(StreamRank rank) {
+  CudaStream stream = ranked_ && rank != StreamRank::kCopy
+                          ? CudaStream::CreateAt(PriorityOf(rank), "cudaStreamCreateWithPriority")
+                          : CudaStream::Create("cudaStreamCreateWithFlags");
   MutexLock lock(&mu_);
   all_.push_back(std::make_unique<SyncStream>(stream.release(), next_stream_id_++, max_events_));
   return all_.back().get();

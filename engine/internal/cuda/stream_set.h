@@ -6,6 +6,11 @@
 // a fixed set of streams, handed out to ops in turn whichever worker runs
 // them. Streams live until Clear (each drains first).
 //
+// Priorities: in per-thread mode a thread's streams take the priority of
+// the rank it started with (see StreamRank); with `ranked` false, or in
+// round-robin mode (one pool runs every kind of op), all stay at the
+// default, the lowest.
+//
 // Thread safety: thread-safe; For acts on the calling thread's streams.
 
 #include <atomic>
@@ -24,11 +29,14 @@ class StreamSet {
  public:
   // `round_robin`: streams per device in round-robin mode, 0 for per-thread
   // mode. Leaves the thread's current device as it was. Throws CudaError.
-  StreamSet(int devices, int round_robin, std::size_t max_events);
+  StreamSet(int devices, int round_robin, std::size_t max_events, bool ranked);
 
   // The stream the calling thread's next op on `device` uses. REQUIRES:
   // `device` is the thread's current device (a new stream is made there).
   SyncStream* For(int device);
+  // As For, for a worker thread as it starts: its streams, this one and
+  // those made later, run at `rank`'s priority.
+  SyncStream* Start(int device, StreamRank rank);
 
   // Calls `fn` on every stream made so far.
   void ForEach(const std::function<void(SyncStream&)>& fn);
@@ -37,12 +45,13 @@ class StreamSet {
   void Clear();
 
  private:
-  SyncStream* Make();
+  SyncStream* Make(StreamRank rank);
 
   static inline std::atomic<uint64_t> next_id_{0};
   const uint64_t id_;  // never reused: tells a thread's streams of this set from a dead one's
   const int devices_;
   const std::size_t max_events_;
+  const bool ranked_;
   std::vector<std::vector<SyncStream*>> shared_;  // by device (round-robin mode)
   std::vector<std::atomic<uint32_t>> turns_;      // by device
   Mutex mu_;

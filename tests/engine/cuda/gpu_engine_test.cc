@@ -4,10 +4,12 @@
 // of launches travel like CPU errors. Skipped without a CUDA device.
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -390,6 +392,51 @@ TEST(GpuStreamsTest, OpsRunOnTheirPoolsStreamsWhoeverLaunchesThem) {
     EXPECT_LE(copy.size(), 1u) << "one copy-in worker, one copy-in stream";
     for (void* stream : copy)
       EXPECT_EQ(normal.count(stream), 0u) << "a copy ran on a normal stream";
+  }
+}
+
+// The CUDA priority of the stream each pool's ops run on, by FnProperty.
+std::map<FnProperty, std::set<int>> PrioritiesByPool(const EngineOptions& options) {
+  auto engine = CreateEngine(options);
+  std::map<FnProperty, std::set<int>> seen;
+  VarHandle v = engine->NewVariable();
+  for (int i = 0; i < 60; ++i) {
+    const FnProperty prop =
+        std::array{FnProperty::kNormal, FnProperty::kCopyToGPU, FnProperty::kCopyFromGPU,
+                   FnProperty::kGPUPrioritized}[i % 4];
+    engine->PushSync(
+        [&seen, prop](RunContext ctx) {
+          int priority = 0;
+          CudaCheck(cudaStreamGetPriority(static_cast<cudaStream_t>(ctx.stream), &priority),
+                    "cudaStreamGetPriority");
+          seen[prop].insert(priority);
+        },
+        {}, {v}, {.ctx = Context::GPU(0), .prop = prop, .name = "priority?"});
+  }
+  engine->WaitForAll();
+  return seen;
+}
+
+// Copy pools' streams rank lowest, then the normal pool's, then the
+// priority pool's (StreamRank), on the streams their ops run on (also when
+// another pool's worker launches them), unless the option turns it off.
+TEST(GpuStreamsTest, PoolsStreamsRunAtRankedPriorities) {
+  if (ember::GpuCount() == 0) GTEST_SKIP() << "no CUDA device (or driver)";
+  int least = 0;
+  int greatest = 0;
+  CudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest), "priority range");
+  if (least - greatest < 2) GTEST_SKIP() << "the device has fewer than 3 stream priorities";
+  for (bool async : {false, true}) {
+    EngineOptions options;
+    options.async_gpu = async;
+    const auto ranked = PrioritiesByPool(options);
+    EXPECT_EQ(ranked.at(FnProperty::kCopyToGPU), std::set<int>{least});
+    EXPECT_EQ(ranked.at(FnProperty::kCopyFromGPU), std::set<int>{least});
+    EXPECT_EQ(ranked.at(FnProperty::kNormal), std::set<int>{least - 1});
+    EXPECT_EQ(ranked.at(FnProperty::kGPUPrioritized), std::set<int>{least - 2});
+    options.gpu_stream_priorities = false;
+    for (const auto& [prop, priorities] : PrioritiesByPool(options))
+      EXPECT_EQ(priorities, std::set<int>{least}) << "pool of property " << static_cast<int>(prop);
   }
 }
 
