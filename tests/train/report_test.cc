@@ -121,6 +121,9 @@ TEST(TraceAnalysisTest, BusyTimeBoundAndOverlaps) {
   EXPECT_DOUBLE_EQ(a.rows[1].busy_us, 28.0);
   EXPECT_DOUBLE_EQ(a.bound_us_per_step, 15.0);
   EXPECT_EQ(a.bound_row, "ember-cpu");
+  // Either row busy: [10, 40] (the prefetches, the first forward between
+  // them), [40, 53] and [54, 56].
+  EXPECT_DOUBLE_EQ(a.busy_us_per_step, 45.0 / 2);
   auto overlap = [&](const std::string& what) {
     for (const StageOverlap& o : a.overlaps) {
       if (o.what == what) return o;
@@ -145,6 +148,7 @@ TEST(TraceAnalysisTest, AWarmUpIsLeftOut) {
   EXPECT_DOUBLE_EQ(a.window_us, 34.0);  // from prefetch(1) at 22 to 56
   // ember-cpu from 22: 3+1+1+2+1+1+3+1 (step 0's tail) + 15 (step 1).
   EXPECT_DOUBLE_EQ(a.rows[0].busy_us, 28.0);
+  EXPECT_DOUBLE_EQ(a.busy_us_per_step, 33.0);  // [22, 40], [40, 53], [54, 56]
   for (const StageOverlap& o : a.overlaps) EXPECT_EQ(o.pairs, 0) << o.what;  // one step: no pairs
 }
 

@@ -30,6 +30,20 @@ double Overlap(const Interval& a, const Interval& b) {
   return std::max(0.0, std::min(a.end, b.end) - std::max(a.begin, b.begin));
 }
 
+// The length of the union of `spans`.
+double UnionLength(std::vector<Interval> spans) {
+  std::sort(spans.begin(), spans.end(),
+            [](const Interval& x, const Interval& y) { return x.begin < y.begin; });
+  double length = 0.0;
+  double covered_to = -1e300;
+  for (const Interval& iv : spans) {
+    if (iv.end <= covered_to) continue;
+    length += iv.end - std::max(iv.begin, covered_to);
+    covered_to = iv.end;
+  }
+  return length;
+}
+
 // The spans of one op name on the chosen rows, in start order.
 using ByName = std::map<std::string, std::vector<Interval>>;
 
@@ -130,27 +144,29 @@ TraceAnalysis AnalyzeTrace(const ChromeTrace& trace, int64_t skip_steps) {
 
   // Busy time per row: the union of its spans inside the window.
   std::map<uint64_t, std::vector<std::pair<Interval, const std::string*>>> per_row;
+  std::vector<Interval> every_row;
   for (const TraceSpan& s : trace.spans) {
     if (!chosen(s.row)) continue;
     const Interval clipped{std::max(s.begin_us, window.begin), std::min(s.end_us, window.end)};
-    if (clipped.end > clipped.begin) per_row[s.row].push_back({clipped, &s.name});
+    if (clipped.end <= clipped.begin) continue;
+    per_row[s.row].push_back({clipped, &s.name});
+    every_row.push_back(clipped);
   }
   for (auto& [row, spans] : per_row) {
-    std::sort(spans.begin(), spans.end(),
-              [](const auto& x, const auto& y) { return x.first.begin < y.first.begin; });
     RowBusy busy;
     busy.row = row_names.count(row) ? row_names[row] : fmt::format("thread {}", row);
     busy.spans = static_cast<int64_t>(spans.size());
     std::map<std::string, double> per_op;
-    double total = 0.0, covered_to = -1e300;
+    std::vector<Interval> intervals;
+    double total = 0.0;
     for (const auto& [iv, name] : spans) {
       per_op[*name] += iv.end - iv.begin;
       total += iv.end - iv.begin;
-      if (iv.end <= covered_to) continue;
-      busy.busy_us += iv.end - std::max(iv.begin, covered_to);
-      covered_to = iv.end;
+      intervals.push_back(iv);
     }
+    busy.busy_us = UnionLength(std::move(intervals));
     std::vector<std::pair<double, std::string>> ops;
+    ops.reserve(per_op.size());
     for (const auto& [name, t] : per_op) ops.emplace_back(t, name);
     std::sort(ops.rbegin(), ops.rend());
     for (std::size_t i = 0; i < ops.size() && i < 3; ++i) {
@@ -165,6 +181,7 @@ TraceAnalysis AnalyzeTrace(const ChromeTrace& trace, int64_t skip_steps) {
     a.bound_us_per_step = a.rows[0].busy_us / static_cast<double>(a.steps);
     a.bound_row = a.rows[0].row;
   }
+  if (a.steps > 0) a.busy_us_per_step = UnionLength(every_row) / static_cast<double>(a.steps);
 
   // Stages of consecutive steps that ran at the same time.
   const auto& prefetch = Spans(by_name, "CachedTbe::Prefetch");
@@ -270,6 +287,7 @@ Json ToJson(const TraceAnalysis& a) {
       .Set("device_rows", a.device_rows)
       .Set("bound_us_per_step", a.bound_us_per_step)
       .Set("bound_row", a.bound_row)
+      .Set("busy_us_per_step", a.busy_us_per_step)
       .Set("rows", std::move(rows))
       .Set("overlaps", std::move(overlaps));
 }

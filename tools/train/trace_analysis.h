@@ -5,7 +5,8 @@
 // worker thread, or on a GPU a CUDA stream, whose spans are device time),
 // the busiest row's busy time per step (the schedule's bound: no push
 // order makes a step shorter than the work of its busiest stream), and
-// which stages of consecutive steps actually ran at the same time.
+// which stages of consecutive steps actually ran at the same time, and how
+// long any row was busy.
 //
 // Stages are found by their ops' names and counted in order: the k-th
 // CachedTbe::Prefetch span is batch k's prefetch, the k-th
@@ -63,6 +64,11 @@ struct TraceAnalysis {
   std::vector<RowBusy> rows;       // busiest first
   double bound_us_per_step = 0.0;  // the busiest row's busy time / steps
   std::string bound_row;
+  // The time any row was busy (the union of every row's spans) per step:
+  // with device rows, the GPU's busy time. A step near it is bound by the
+  // GPU's whole work, streams sharing the SMs, and no push order shortens
+  // it; a step well above it waits on the host or on hand-overs.
+  double busy_us_per_step = 0.0;
   std::vector<StageOverlap> overlaps;
 };
 
