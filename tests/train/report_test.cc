@@ -18,6 +18,7 @@
 #include "tools/train/auc.h"
 #include "tools/train/json.h"
 #include "tools/train/metrics.h"
+#include "tools/train/report.h"
 #include "tools/train/trace_analysis.h"
 
 namespace ember::train::testing {
@@ -140,6 +141,23 @@ TEST(TraceAnalysisTest, BusyTimeBoundAndOverlaps) {
   // lookup(1) = prefetch [22, 40] and forward [40, 45] against update(0) [34, 37].
   EXPECT_DOUBLE_EQ(overlap("lookup(i+1) | dense update(i)").overlap_us, 3.0);
   EXPECT_EQ(overlap("embedding forward(i+1) | dense backward(i)").overlapped, 0);
+}
+
+// The comparison table: each run's ratio against the first, and from its
+// trace the bound and the share of the traced steps in which a row was busy.
+TEST(ComparisonTest, ShowsRatiosBoundsAndTheBusyShare) {
+  RunReport base;
+  base.schedule = "baseline";
+  base.steps.p50_ms = 2.0;
+  base.steps.examples_per_second = 1000.0;
+  base.trace = AnalyzeTrace(TwoSteps());
+  RunReport prefetch = base;
+  prefetch.schedule = "prefetch";
+  prefetch.steps.examples_per_second = 1500.0;
+  const std::string text = FormatComparison({base, prefetch});
+  EXPECT_THAT(text, ::testing::HasSubstr("1.50x"));
+  EXPECT_THAT(text, ::testing::HasSubstr("0.015"));  // the bound: 15 us a step
+  EXPECT_THAT(text, ::testing::HasSubstr("97.8%"));  // busy 45 of the window's 46 us
 }
 
 TEST(TraceAnalysisTest, AWarmUpIsLeftOut) {

@@ -44,6 +44,12 @@ Json CountsJson(const cache::CacheCounts& c) {
       .Set("hit_rate", c.hit_rate());
 }
 
+// The share of the traced steps in which any row was busy.
+double BusyShare(const TraceAnalysis& t) {
+  const double step_us = t.steps > 0 ? t.window_us / static_cast<double>(t.steps) : 0.0;
+  return step_us > 0 ? t.busy_us_per_step / step_us : 0.0;
+}
+
 }  // namespace
 
 std::vector<MemoryUse> MemoryUsage(engine::Context ctx) {
@@ -127,28 +133,29 @@ std::string FormatComparison(const std::vector<RunReport>& runs) {
   if (runs.empty()) return "";
   const double reference = runs.front().steps.examples_per_second;
   std::string out = "== schedules compared (same data, same model) ==\n";
-  out += fmt::format("{:<10} {:>9} {:>9} {:>10} {:>8} {:>10} {:>8} {:>9} {:>9} {:>10} {:>8}  {}\n",
+  out += fmt::format("{:<10} {:>9} {:>9} {:>10} {:>8} {:>10} {:>8} {:>7} {:>10} {:>8}  {}\n",
                      "schedule", "P50 ms", "P90 ms", "ex/s", "vs base", "bound ms", "P50/bnd",
-                     "busy ms", "P50/busy", "loss", "AUC", "bound row");
+                     "busy", "loss", "AUC", "bound row");
   for (const RunReport& r : runs) {
     const StepSummary& s = r.steps;
     const double ratio = reference > 0 ? s.examples_per_second / reference : 0.0;
     const double bound_ms = r.trace ? r.trace->bound_us_per_step / 1e3 : 0.0;
-    const double busy_ms = r.trace ? r.trace->busy_us_per_step / 1e3 : 0.0;
+    const double busy = r.trace ? BusyShare(*r.trace) : 0.0;
     const double loss = r.result.evals.empty() ? s.tail_loss : r.result.evals.back().loss;
     const double auc = r.result.evals.empty() ? NAN : r.result.evals.back().auc;
     out += fmt::format(
-        "{:<10} {:>9.3f} {:>9.3f} {:>10} {:>7.2f}x {:>10.3f} {:>8.2f} {:>9.3f} {:>9.2f} {:>10.4f} "
-        "{:>8}  {}\n",
+        "{:<10} {:>9.3f} {:>9.3f} {:>10} {:>7.2f}x {:>10.3f} {:>8.2f} {:>6.1f}% {:>10.4f} {:>8}  "
+        "{}\n",
         r.schedule, s.p50_ms, s.p90_ms, Count(s.examples_per_second), ratio, bound_ms,
-        bound_ms > 0 ? s.p50_ms / bound_ms : 0.0, busy_ms, busy_ms > 0 ? s.p50_ms / busy_ms : 0.0,
-        loss, Auc(auc), r.trace ? r.trace->bound_row : "-");
+        bound_ms > 0 ? s.p50_ms / bound_ms : 0.0, 100.0 * busy, loss, Auc(auc),
+        r.trace ? r.trace->bound_row : "-");
   }
   out += fmt::format(
       "(step times and ex/s: each schedule's last {} steps; bound: the busy time of the busiest "
-      "stream or worker per step, from each schedule's trace; busy: the time any of them was "
-      "busy per step (on a GPU, the GPU's busy time: a step near it is bound by the GPU's whole "
-      "work); loss and AUC held-out where evaluated)\n",
+      "stream or worker per step, from each schedule's trace; busy: the share of the traced steps "
+      "in which any of them was busy (on a GPU, the GPU: near 100% the step is bound by the "
+      "GPU's whole work, not by one stream or the host); loss and AUC held-out where "
+      "evaluated)\n",
       runs.front().steps.timed_steps);
   if (!runs.front().trace) return out;
   out += "overlapped stages (steps that overlapped / step pairs, total overlap):\n";
