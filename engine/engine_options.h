@@ -43,7 +43,7 @@ struct EngineOptions {
   int gpu_event_pool_size = 256;
   // ThreadedEnginePerDevice: GPU workers' streams at ranked priorities, the
   // copy pools' lowest (see StreamRank in engine/internal/gpu_fence.h), so
-  // that SM-bound copies overlapped with a step yield the SMs to its
+  // that waiting blocks of SM-bound copies start after those of the step's
   // kernels. False: every stream at CUDA's default priority.
   bool gpu_stream_priorities = true;
   // How long an idle GPU worker polls its queue before it sleeps: a chain of

@@ -41,10 +41,10 @@ struct GpuStream {
 
 // Where a worker's stream stands when the SMs are shared: when a block of
 // one kernel retires, the scheduler starts a pending block of the stream
-// with the higher priority first. Copy pools rank lowest: their ops that
-// run on the SMs (the cache's prefetch reading rows over PCIe, its write-
-// back) then take what the compute kernels leave, instead of holding SMs
-// that the step's critical path waits for. Prioritized ops rank highest.
+// with the higher priority first (running blocks are not preempted). Copy
+// pools rank lowest: their ops that run on the SMs (the cache's prefetch
+// reading rows over PCIe, its write-back) then take what the compute
+// kernels leave. Prioritized ops rank highest.
 enum class StreamRank : uint8_t { kCopy, kCompute, kPrioritized };
 
 }  // namespace ember::engine::internal
