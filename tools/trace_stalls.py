@@ -19,20 +19,17 @@ lead is the GPU span's start minus the host span's. A median lead near zero
 means the GPU waits for the host; a large one, that the host runs ahead.
 """
 import argparse
-import json
 import statistics
 from collections import defaultdict
 
+from chrome_trace import load
 
-def load(path):
-    with open(path) as f:
-        data = json.load(f)
-    events = data["traceEvents"] if isinstance(data, dict) else data
-    names = {(e["pid"], e["tid"]): e["args"]["name"]
-             for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    spans = [dict(e, row=names.get((e["pid"], e["tid"]), "?"))
-             for e in events if e.get("ph") == "X"]
-    spans.sort(key=lambda e: e["ts"])
+
+def rows(path):
+    """The GPU spans and the GPU workers' host spans, each with its row name, by start."""
+    names, spans = load(path)
+    spans = sorted((dict(e, row=names.get((e["pid"], e["tid"]), "?")) for e in spans),
+                   key=lambda e: e["ts"])
     gpu = [e for e in spans if " stream " in e["row"]]
     host = [e for e in spans if e["row"].startswith("ember-gpu")]
     return gpu, host
@@ -70,7 +67,7 @@ def main():
     parser.add_argument("--factor", type=float, default=4.0)
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args()
-    gpu, host = load(args.trace)
+    gpu, host = rows(args.trace)
     if not gpu:
         raise SystemExit(f"{args.trace}: no GPU stream rows (a CPU run, or profiling was off)")
     leads = host_lead(gpu, host)

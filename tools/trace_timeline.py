@@ -8,22 +8,13 @@ usage: trace_timeline.py TRACE.json OUT.png [--start-us N] [--window-us N]
   --window-us: window length in us (default 200)
 """
 import argparse
-import json
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-
-def load(path):
-    with open(path) as f:
-        data = json.load(f)
-    events = data["traceEvents"] if isinstance(data, dict) else data
-    names = {(e["pid"], e["tid"]): e["args"]["name"]
-             for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    spans = [e for e in events if e.get("ph") == "X"]
-    return names, spans
+from chrome_trace import load  # noqa: E402
 
 
 def main():
