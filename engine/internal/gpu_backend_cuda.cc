@@ -61,9 +61,8 @@ class CudaBackend final : public GpuBackend {
   }
 
   GpuStream StartWorker(int device, StreamRank rank) override {
-    CudaCheck(cudaSetDevice(device), "cudaSetDevice (worker start)");
-    SyncStream* stream = streams_.Start(device, rank);
-    return GpuStream{stream, stream->get()};
+    streams_.SetThreadRank(rank);
+    return StreamFor(device, "(worker start)", {});
   }
 
   void OnStartGpu(GpuOp op) override {

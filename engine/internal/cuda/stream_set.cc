@@ -45,8 +45,8 @@ StreamSet::StreamSet(int devices, int round_robin, std::size_t max_events, bool 
     for (int d = 0; d < devices; ++d) {
       const ScopedDevice on_device(d);
       auto& ring = shared_.emplace_back();
-      // The lowest rank, CUDA's default: one pool runs every kind of op.
-      for (int i = 0; i < round_robin; ++i) ring.push_back(Make(StreamRank::kCopy));
+      // No rank: one pool runs every kind of op.
+      for (int i = 0; i < round_robin; ++i) ring.push_back(Make(std::nullopt));
     }
   }
   turns_ = std::vector<std::atomic<uint32_t>>(shared_.size());
@@ -62,9 +62,8 @@ SyncStream* StreamSet::For(int device) {
   return t.mine[device];
 }
 
-SyncStream* StreamSet::Start(int device, StreamRank rank) {
+void StreamSet::SetThreadRank(StreamRank rank) {
   if (shared_.empty()) Claim(id_, devices_).rank = rank;
-  return For(device);
 }
 
 void StreamSet::ForEach(const std::function<void(SyncStream&)>& fn) {
@@ -77,9 +76,9 @@ void StreamSet::Clear() {
   all_.clear();
 }
 
-SyncStream* StreamSet::Make(StreamRank rank) {
-  CudaStream stream = ranked_ && rank != StreamRank::kCopy
-                          ? CudaStream::CreateAt(PriorityOf(rank), "cudaStreamCreateWithPriority")
+SyncStream* StreamSet::Make(std::optional<StreamRank> rank) {
+  CudaStream stream = ranked_ && rank.has_value()
+                          ? CudaStream::CreateAt(PriorityOf(*rank), "cudaStreamCreateWithPriority")
                           : CudaStream::Create("cudaStreamCreateWithFlags");
   MutexLock lock(&mu_);
   all_.push_back(std::make_unique<SyncStream>(stream.release(), next_stream_id_++, max_events_));

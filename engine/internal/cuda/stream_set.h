@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/base/mutex.h"
@@ -34,9 +35,9 @@ class StreamSet {
   // The stream the calling thread's next op on `device` uses. REQUIRES:
   // `device` is the thread's current device (a new stream is made there).
   SyncStream* For(int device);
-  // As For, for a worker thread as it starts: its streams, this one and
-  // those made later, run at `rank`'s priority.
-  SyncStream* Start(int device, StreamRank rank);
+  // For a worker thread as it starts: the streams it makes from now on run
+  // at `rank`'s priority. No effect in round-robin mode.
+  void SetThreadRank(StreamRank rank);
 
   // Calls `fn` on every stream made so far.
   void ForEach(const std::function<void(SyncStream&)>& fn);
@@ -45,7 +46,9 @@ class StreamSet {
   void Clear();
 
  private:
-  SyncStream* Make(StreamRank rank);
+  // A stream at `rank`'s priority; with none (or `ranked_` false), at CUDA's
+  // default.
+  SyncStream* Make(std::optional<StreamRank> rank);
 
   static inline std::atomic<uint64_t> next_id_{0};
   const uint64_t id_;  // never reused: tells a thread's streams of this set from a dead one's

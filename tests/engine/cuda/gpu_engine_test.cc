@@ -338,7 +338,9 @@ TEST_P(GpuEngineTest, GpuThatDoesNotExistIsUnavailable) {
 
 // Two 5 ms kernels on different vars overlap: measured by the GPU's own
 // clock (each kernel stores its start and end times), not by the host's
-// wall clock, so a slow host cannot make the test pass or fail.
+// wall clock, so a slow host cannot make the test pass or fail. Each op
+// holds its worker until the other has launched (for at most 2 s), so one
+// worker cannot take both in turn onto its one stream.
 TEST_P(GpuEngineTest, IndependentKernelsOnDifferentWorkersOverlap) {
   if (GetParam().type == EngineType::kNaive) GTEST_SKIP() << "NaiveEngine runs one op at a time";
   Pinned<uint64_t> pinned_times(4);
@@ -347,11 +349,17 @@ TEST_P(GpuEngineTest, IndependentKernelsOnDifferentWorkersOverlap) {
   VarHandle b = engine_->NewVariable();
   // Round 0 warms up (the kernel's first launch loads it); round 1 counts.
   for (int round = 0; round < 2; ++round) {
+    std::atomic<int> launched{0};
     for (int i = 0; i < 2; ++i) {
       engine_->PushAsync(
-          [times, i](RunContext ctx, const OnStart& begin, const OnComplete& done) {
+          [times, i, &launched](RunContext ctx, const OnStart& begin, const OnComplete& done) {
             begin();
             LaunchTimedSpin(static_cast<cudaStream_t>(ctx.stream), &times[2 * i], 5000);
+            launched.fetch_add(1);
+            const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+            while (launched.load() < 2 && std::chrono::steady_clock::now() < give_up) {
+              std::this_thread::yield();
+            }
             done();
           },
           {}, {i == 0 ? a : b}, {.ctx = Context::GPU(0), .name = "5ms"});
