@@ -74,7 +74,9 @@ std::shared_ptr<storage::Buffer> NewFaultRecord(int device, void* stream) {
 
 engine::FnProperty StepProperty(engine::Context ctx) {
   // On a GPU a prefetch runs on the copy-in workers (their own stream), so
-  // that it overlaps the forward of the batch before it.
+  // that it overlaps the forward of the batch before it. So does a relookup:
+  // it follows the next batch's prefetch, and on a compute stream its wait
+  // for that prefetch would hold up every compute kernel pushed after it.
   return ctx.is_gpu() ? engine::FnProperty::kCopyToGPU : engine::FnProperty::kNormal;
 }
 
@@ -165,7 +167,7 @@ void CachedTbe::Relookup(const ops::TbeBatch& batch, CacheLocations& locations) 
                       {state_.var(), locations.tensor().var()}};
   const BatchArgs batch_args = BatchArgsOf(batch);
   const LocationArgs where = internal::LocationsIn(locations.tensor(), locations.capacity());
-  internal::PushCacheOp(engine_, kOp, options_.ctx, engine::FnProperty::kNormal, vars,
+  internal::PushCacheOp(engine_, kOp, options_.ctx, StepProperty(options_.ctx), vars,
                         [args = args_, batch_args, where](void* stream) {
                           if (args->device < 0) {
                             internal::RelookupCpu(*args, batch_args, where);

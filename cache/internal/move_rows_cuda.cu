@@ -109,14 +109,21 @@ __device__ void ForEachWarpCopy(int64_t count, int64_t warp, int64_t warps, Copy
   }
 }
 
-__device__ int64_t WarpOfGrid() { return int64_t{blockIdx.x} * kBlockWarps + threadIdx.x / kWarp; }
-__device__ int64_t WarpsOfGrid() { return int64_t{gridDim.x} * kBlockWarps; }
+__device__ int64_t WarpOfGrid() { return (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp; }
+__device__ int64_t WarpsOfGrid() { return int64_t{gridDim.x} * blockDim.x / kWarp; }
+
+// MoveKernel's blocks: two warps, one block per SM. The link needs about
+// 100 KB in flight to run at its rate, and these warps keep several times
+// that; more warps would only hold the SMs' registers for the whole pass,
+// so that the compute kernels beside a prefetch (a GEMM's block takes some
+// 25,000 registers) could not start a block where a MoveKernel block sits.
+constexpr int kMoveBlockThreads = 2 * kWarp;
 
 // A managed home's pass: lanes 0.. write the moves' evicted rows home,
 // lanes kRowsInFlight.. fill their slots. Moves are of distinct slots, and
 // an evicted row (cached) is never a new row (missing), so no two copies
 // touch the same bytes.
-__global__ void __launch_bounds__(kBlockThreads, 4)
+__global__ void __launch_bounds__(kMoveBlockThreads)
     MoveKernel(const CacheArgs cache, const Moves moves, const unsigned long long* fault_key) {
   AwaitPreviousKernel();
   if (*fault_key != kNoFaultKey) return;
@@ -357,6 +364,16 @@ void SortByHome(MissSort sort, int64_t* const rows[2], uint32_t* const positions
 // entries a block, enough to keep the link busy.
 unsigned CopyGrid(int64_t entries) { return GridFor(entries, kBlockWarps * kRowsInFlight, 2048); }
 
+// MoveKernel's grid: a block per SM at most (kMoveBlockThreads).
+unsigned MoveGrid(int64_t entries, const char* op) {
+  int device = 0;
+  int sms = 0;
+  CudaCheckForOp(cudaGetDevice(&device), "cudaGetDevice", op);
+  CudaCheckForOp(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+                 "cudaDeviceGetAttribute (multiprocessors)", op);
+  return GridFor(entries, kMoveBlockThreads / kWarp * kRowsInFlight, sms);
+}
+
 // The staged rows' key_starts (IndexStagedKernel).
 void IndexStaged(const CacheArgs& cache, Staged& staged, const RowMoves& moves, const char* op,
                  cudaStream_t stream) {
@@ -388,15 +405,14 @@ Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int pass) {
 
 void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int pass, const char* op,
                   cudaStream_t stream) {
-  const unsigned grid = CopyGrid(moves.sort.capacity);
   const unsigned long long* fault_key = moves.sort.fault_key;
   if (moves.fill_capacity == 0) {
-    LaunchChained("MoveKernel", op, MoveKernel, grid, kBlockThreads, stream, cache,
-                  PassMoves(cache, moves, pass), fault_key);
+    LaunchChained("MoveKernel", op, MoveKernel, MoveGrid(moves.sort.capacity, op),
+                  kMoveBlockThreads, stream, cache, PassMoves(cache, moves, pass), fault_key);
     return;
   }
-  LaunchChained("StageKernel", op, StageKernel, grid, kBlockThreads, stream, cache,
-                PassMoves(cache, moves, pass), moves.fills, moves.counts, fault_key);
+  LaunchChained("StageKernel", op, StageKernel, CopyGrid(moves.sort.capacity), kBlockThreads,
+                stream, cache, PassMoves(cache, moves, pass), moves.fills, moves.counts, fault_key);
 }
 
 void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
