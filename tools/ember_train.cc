@@ -547,10 +547,15 @@ Command FromFlags() {
   return c;
 }
 
-// Where --compare puts each schedule's trace: beside --trace, else in the
-// temp directory.
+// Where --compare puts each schedule's trace: beside --trace, else in a
+// directory of this process's own in the temp directory (two runs at once
+// must not read each other's traces).
 fs::path TraceDir(const std::string& trace) {
-  if (trace.empty()) return fs::temp_directory_path();
+  if (trace.empty()) {
+    fs::path dir = fs::temp_directory_path() / fmt::format("ember-train-{}", ::getpid());
+    fs::create_directories(dir);
+    return dir;
+  }
   const fs::path parent = fs::path(trace).parent_path();
   return parent.empty() ? fs::path(".") : parent;
 }

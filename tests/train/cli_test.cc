@@ -65,6 +65,7 @@ class Child {
     return true;
   }
   void Signal(int sig) const { ::kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
 
   Outcome Finish() {
     while (ReadSome()) {
@@ -287,6 +288,26 @@ TEST(CliTest, ASmallRunPrintsItsSummaryJsonAndTrace) {
   EXPECT_EQ(report["run"]["trace"]["steps"].number(), 4);
   EXPECT_TRUE(fs::exists(trace));
   fs::remove_all(dir);
+}
+
+// Without --trace, each run's traces go to a directory of its own: two
+// runs at once used to share one directory and read each other's
+// half-written traces.
+TEST(CliTest, ComparesAtOnceKeepTheirTracesApart) {
+  const std::vector<std::string> args = Small({"--compare", "--steps=12", "--trace_steps=2"});
+  Child first(EMBER_TRAIN_BIN, args, {});
+  Child second(EMBER_TRAIN_BIN, args, {});
+  for (Child* child : {&first, &second}) {
+    const pid_t pid = child->pid();
+    const Outcome out = child->Finish();
+    ASSERT_EQ(out.status, 0) << out.output;
+    EXPECT_THAT(out.output, HasSubstr("semisync"));
+    const fs::path dir = fs::temp_directory_path() / ("ember-train-" + std::to_string(pid));
+    for (const char* schedule : {"baseline", "prefetch", "fused", "semisync"}) {
+      EXPECT_TRUE(fs::exists(dir / ("trace-" + std::string(schedule) + ".json"))) << dir;
+    }
+    fs::remove_all(dir);
+  }
 }
 
 TEST(CliTest, CtrlCFinishesTheStepCheckpointsAndExitsZero) {
