@@ -119,13 +119,8 @@ Batch RawBatch(engine::Engine& engine, Context ctx, const std::vector<int64_t>& 
 }
 
 Batch ToBatch(engine::Engine& engine, Context ctx, const Bags& bags, DType index_dtype) {
-  std::vector<int64_t> indices;
-  std::vector<int64_t> offsets{0};
-  for (const std::vector<int64_t>& bag : bags.bags) {
-    indices.insert(indices.end(), bag.begin(), bag.end());
-    offsets.push_back(static_cast<int64_t>(indices.size()));
-  }
-  return RawBatch(engine, ctx, indices, offsets, bags.batch_size, index_dtype);
+  const FlatBags flat = Flatten(bags.bags);
+  return RawBatch(engine, ctx, flat.indices, flat.offsets, bags.batch_size, index_dtype);
 }
 
 int64_t NumIndices(const Bags& bags) {

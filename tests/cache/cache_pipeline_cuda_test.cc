@@ -59,15 +59,12 @@ double Overlap(const Span& a, const Span& b) {
 // A batch of `batch_size` bags of `pooling` uniform rows in each table.
 Batch UniformBatch(engine::Engine& engine, std::mt19937_64& rng, int tables, int64_t rows,
                    int64_t batch_size, int64_t pooling) {
-  std::vector<int64_t> indices;
-  std::vector<int64_t> offsets{0};
   std::uniform_int_distribution<int64_t> row(0, rows - 1);
-  for (int64_t bag = 0; bag < tables * batch_size; ++bag) {
-    for (int64_t l = 0; l < pooling; ++l) indices.push_back(row(rng));
-    offsets.push_back(static_cast<int64_t>(indices.size()));
+  std::vector<std::vector<int64_t>> bags(static_cast<std::size_t>(tables * batch_size));
+  for (std::vector<int64_t>& bag : bags) {
+    for (int64_t l = 0; l < pooling; ++l) bag.push_back(row(rng));
   }
-  return Batch{FromHost(engine, Context::GPU(0), indices),
-               FromHost(engine, Context::GPU(0), offsets), batch_size};
+  return MakeBatch(engine, Context::GPU(0), tables, batch_size, bags);
 }
 
 struct Overlaps {

@@ -32,17 +32,22 @@ std::vector<T> ToHost(const Tensor& tensor) {
   return std::vector<T>(data, data + tensor.numel());
 }
 
+FlatBags Flatten(const std::vector<std::vector<int64_t>>& bags) {
+  FlatBags flat{.offsets = {0}};
+  for (const std::vector<int64_t>& bag : bags) {
+    flat.indices.insert(flat.indices.end(), bag.begin(), bag.end());
+    flat.offsets.push_back(static_cast<int64_t>(flat.indices.size()));
+  }
+  return flat;
+}
+
 Batch MakeBatch(engine::Engine& engine, engine::Context ctx, int num_tables, int64_t batch_size,
                 const std::vector<std::vector<int64_t>>& bags) {
-  std::vector<int64_t> indices;
-  std::vector<int64_t> offsets{0};
-  for (int64_t bag = 0; bag < num_tables * batch_size; ++bag) {
-    if (bag < static_cast<int64_t>(bags.size())) {
-      indices.insert(indices.end(), bags[bag].begin(), bags[bag].end());
-    }
-    offsets.push_back(static_cast<int64_t>(indices.size()));
-  }
-  return Batch{FromHost(engine, ctx, indices), FromHost(engine, ctx, offsets), batch_size};
+  std::vector<std::vector<int64_t>> all = bags;
+  all.resize(static_cast<std::size_t>(num_tables * batch_size));
+  const FlatBags flat = Flatten(all);
+  return Batch{FromHost(engine, ctx, flat.indices), FromHost(engine, ctx, flat.offsets),
+               batch_size};
 }
 
 template Tensor FromHost<float>(engine::Engine&, engine::Context, const std::vector<float>&,

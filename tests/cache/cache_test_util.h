@@ -26,6 +26,15 @@ struct Batch {
   }
 };
 
+// The bags' indices end to end, and their offsets (one more than bags).
+struct FlatBags {
+  std::vector<int64_t> indices;
+  std::vector<int64_t> offsets;
+};
+FlatBags Flatten(const std::vector<std::vector<int64_t>>& bags);
+
+// A batch of num_tables * batch_size bags on `ctx`, the first of them
+// `bags` and the rest empty.
 Batch MakeBatch(engine::Engine& engine, engine::Context ctx, int num_tables, int64_t batch_size,
                 const std::vector<std::vector<int64_t>>& bags);
 
