@@ -4,8 +4,6 @@
 
 namespace ember::cache::testing {
 
-using storage::DType;
-
 template <typename T>
 Tensor FromHost(engine::Engine& engine, engine::Context ctx, const std::vector<T>& values,
                 std::vector<int64_t> shape) {
