@@ -115,8 +115,9 @@ __device__ int64_t WarpsOfGrid() { return int64_t{gridDim.x} * blockDim.x / kWar
 // MoveKernel's blocks: two warps, one block per SM. The link needs about
 // 100 KB in flight to run at its rate, and these warps keep several times
 // that; more warps would only hold the SMs' registers for the whole pass,
-// so that the compute kernels beside a prefetch (a GEMM's block takes some
-// 25,000 registers) could not start a block where a MoveKernel block sits.
+// so that the compute kernels beside a prefetch (the step's SGEMM blocks
+// take some 52,000 of an SM's 65,536) could not start a block where
+// MoveKernel blocks sit.
 constexpr int kMoveBlockThreads = 2 * kWarp;
 
 // A managed home's pass: lanes 0.. write the moves' evicted rows home,

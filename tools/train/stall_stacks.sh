@@ -12,8 +12,10 @@
 #   --after_s   a run older than this has stalled (default 60; set it
 #               below the collectives' timeout, and above a normal run)
 #   --debugger  cuda-gdb (default, from PATH or /usr/local/cuda/bin) or gdb
-# Each run's output goes to DIR/run<i>.log. Exits 0 after a stall was
-# caught, 1 if every run finished, 2 on a bad argument.
+# Each run's output goes to DIR/run<i>.log. A stalled run's last lines
+# and a digest of its stacks (stack_digest.py: alike threads once) are
+# printed too, for where DIR does not come back. Exits 0 after a stall
+# was caught, 1 if every run finished, 2 on a bad argument.
 set -euo pipefail
 
 dir="" tries=10 after_s=60 debugger=""
@@ -27,7 +29,7 @@ while (($#)); do
     --tries=*) tries="${1#*=}" ;;
     --after_s=*) after_s="${1#*=}" ;;
     --debugger=*) debugger="${1#*=}" ;;
-    --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' && exit 0 ;;
+    --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' && exit 0 ;;
     --) shift && break ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
@@ -69,7 +71,10 @@ for ((i = 1; i <= tries; ++i)); do
     -ex "thread apply all bt" "${kernels[@]}" >"$dir/stacks.txt" 2>&1 || true
   kill -9 "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
-  echo "stacks of run $i in $dir/stacks.txt"
+  echo "stacks of run $i in $dir/stacks.txt; the run's last lines, then a digest:"
+  tail -n 20 "$dir/run$i.log"
+  python3 "$(dirname "$0")/stack_digest.py" "$dir/stacks.txt" ||
+    head -n 200 "$dir/stacks.txt"
   exit 0
 done
 echo "no run stalled in $tries tries"
