@@ -39,26 +39,26 @@ void PushPrefetch(DlrmModel& m, BatchState& cur, BatchState* next) {
   m.DenseUpdate(cur);
 }
 
+// fused and semisync build on prefetch: Prefetch(i+1) is pushed as there,
+// and only EmbeddingForward(i+1) moves.
+
 void PushFused(DlrmModel& m, BatchState& cur, BatchState* next) {
   EnsureLookedUp(m, cur);
+  if (next != nullptr) m.Prefetch(*next);  // overlaps batch i's dense work
   m.DenseForward(cur);
   m.DenseBackward(cur);
-  m.Relookup(cur);
+  m.Relookup(cur);  // after Prefetch(i+1), before Backward(i)
   m.EmbeddingBackward(cur);
-  if (next != nullptr) {  // lookup(i+1): after the embedding update it must see
-    m.Prefetch(*next);
-    m.EmbeddingForward(*next);
-  }
-  m.DenseUpdate(cur);  // overlaps lookup(i+1)
+  if (next != nullptr) m.EmbeddingForward(*next);  // after the update it must see
+  m.DenseUpdate(cur);                              // overlaps EmbeddingForward(i+1)
 }
 
 void PushSemisync(DlrmModel& m, BatchState& cur, BatchState* next) {
   EnsureLookedUp(m, cur);
+  if (next != nullptr) m.Prefetch(*next);
   m.DenseForward(cur);
-  if (next != nullptr) {  // lookup(i+1) before Backward(i): reads rows without i's update
-    m.Prefetch(*next);
-    m.EmbeddingForward(*next);
-  }
+  // Before Backward(i): batch i+1 reads rows without batch i's update.
+  if (next != nullptr) m.EmbeddingForward(*next);
   m.DenseBackward(cur);
   m.Relookup(cur);  // after Prefetch(i+1), before Backward(i)
   m.EmbeddingBackward(cur);

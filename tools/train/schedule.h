@@ -10,13 +10,14 @@
 //   prefetch  Prefetch(i+1) pushed before the forward of batch i, so the
 //             next batch's rows move while batch i computes; Relookup(i)
 //             follows Prefetch(i+1) and precedes EmbeddingBackward(i).
-//   fused     the lookup of batch i+1 (Prefetch and EmbeddingForward)
-//             pushed right after EmbeddingBackward(i), before
-//             DenseUpdate(i): TorchRec's fused pipeline; the lookup
+//   fused     prefetch, and EmbeddingForward(i+1) pushed right after
+//             EmbeddingBackward(i), before DenseUpdate(i): TorchRec's
+//             fused pipeline on top of the prefetch pipeline; the lookup
 //             overlaps the dense optimizer.
-//   semisync  the lookup of batch i+1 pushed before EmbeddingBackward(i)
-//             (after DenseForward(i)): batch i+1 reads rows without batch
-//             i's update where the two share rows. Stale by design.
+//   semisync  prefetch, and EmbeddingForward(i+1) pushed before
+//             EmbeddingBackward(i) (after DenseForward(i)): batch i+1
+//             reads rows without batch i's update where the two share
+//             rows. Stale by design.
 //
 // baseline, prefetch and fused compute exactly the same values (each op
 // reads what it reads in baseline: a row is read from its slot or its home,
