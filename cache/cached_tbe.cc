@@ -208,16 +208,7 @@ void CachedTbe::MakeAdamMoments() {
 CacheSnapshot CachedTbe::Snapshot() {
   engine_.WaitForVar(state_.var());
   engine_.WaitForVar(dirty_.var());
-  const int64_t slots = num_slots();
-  const std::vector<int64_t> raw =
-      internal::ReadState(*args_, 2 * slots + (slots + 1) / 2);  // tags, timestamps, locks
-  CacheSnapshot snapshot;
-  snapshot.tags.assign(raw.begin(), raw.begin() + slots);
-  snapshot.timestamps.assign(raw.begin() + slots, raw.begin() + 2 * slots);
-  const auto* locks = reinterpret_cast<const int32_t*>(raw.data() + 2 * slots);
-  snapshot.locks.assign(locks, locks + slots);
-  snapshot.dirty = internal::ReadDirty(*args_);
-  return snapshot;
+  return internal::ReadSnapshot(*args_);
 }
 
 CacheStats CachedTbe::LastStepStats() { return ReadStats(/*total=*/false); }

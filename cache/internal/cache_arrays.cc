@@ -177,13 +177,15 @@ void PushInitialize(engine::Engine& engine, const ops::TbeTables& tables,
 
 namespace {
 
-std::vector<int64_t> Read(const CacheArgs& cache, const int64_t* from, int64_t count) {
-  std::vector<int64_t> values(static_cast<std::size_t>(count), 0);
+// `count` elements of a cache array, host or device, copied to the host.
+template <typename T>
+std::vector<T> Read(const CacheArgs& cache, const T* from, int64_t count) {
+  std::vector<T> values(static_cast<std::size_t>(count), 0);
   if (from == nullptr) return values;
   if (cache.device < 0) {
     std::copy(from, from + count, values.begin());
   } else {
-    ReadDeviceCuda(from, values.data(), count, cache.device);
+    ReadDeviceCuda(from, values.data(), count * static_cast<int64_t>(sizeof(T)), cache.device);
   }
   return values;
 }
@@ -191,20 +193,16 @@ std::vector<int64_t> Read(const CacheArgs& cache, const int64_t* from, int64_t c
 }  // namespace
 
 std::vector<int64_t> ReadStats(const CacheArgs& cache, bool total) {
-  return Read(cache, total ? cache.stats_total : cache.stats_step, StatElements(cache.num_tables));
+  return Read<int64_t>(cache, total ? cache.stats_total : cache.stats_step,
+                       StatElements(cache.num_tables));
 }
 
-std::vector<int64_t> ReadState(const CacheArgs& cache, int64_t count) {
-  return Read(cache, cache.tags, count);
-}
-
-std::vector<int32_t> ReadDirty(const CacheArgs& cache) {
+CacheSnapshot ReadSnapshot(const CacheArgs& cache) {
   const int64_t slots = cache.num_sets * kWays;
-  // As i64 words, two flags each: slots come in sets of 32.
-  const std::vector<int64_t> words =
-      Read(cache, reinterpret_cast<const int64_t*>(cache.dirty), slots / 2);
-  const auto* flags = reinterpret_cast<const int32_t*>(words.data());
-  return {flags, flags + slots};
+  return CacheSnapshot{.tags = Read<int64_t>(cache, cache.tags, slots),
+                       .timestamps = Read<int64_t>(cache, cache.timestamps, slots),
+                       .locks = Read<int32_t>(cache, cache.locks, slots),
+                       .dirty = Read<int32_t>(cache, cache.dirty, slots)};
 }
 
 }  // namespace ember::cache::internal

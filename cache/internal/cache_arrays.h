@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cache/cache_options.h"
+#include "cache/cache_stats.h"
 #include "cache/internal/cache_args.h"
 #include "engine/engine.h"
 #include "ops/embedding_bag.h"
@@ -59,9 +60,8 @@ void PushInitialize(engine::Engine& engine, const ops::TbeTables& tables,
 // The statistics (T + 1 rows of kStatFields): this step's, or the totals.
 // REQUIRES: the ops writing the state have finished (a WaitForVar).
 std::vector<int64_t> ReadStats(const CacheArgs& cache, bool total);
-// The first `count` values of the state (tags first), the same way.
-std::vector<int64_t> ReadState(const CacheArgs& cache, int64_t count);
-// The dirty flags, the same way (after a wait for the dirty var).
-std::vector<int32_t> ReadDirty(const CacheArgs& cache);
+// Every slot's tag, timestamp, lock count and dirty flag, the same way
+// (after waits for the state and dirty vars).
+CacheSnapshot ReadSnapshot(const CacheArgs& cache);
 
 }  // namespace ember::cache::internal

@@ -56,9 +56,9 @@ void InitializeCuda(const CacheArgs& cache, const int64_t* values, int64_t count
 // Whether `home` (a GPU cache's home) is host-mapped memory rather than
 // managed memory.
 bool HomeIsMappedCuda(const void* home, int device);
-// Copies `count` values from device memory to host memory, synchronously
-// (statistics, read after a wait).
-void ReadDeviceCuda(const int64_t* from, int64_t* to, int64_t count, int device);
+// Copies `bytes` from device memory to host memory, synchronously
+// (statistics and the slots' arrays, read after a wait).
+void ReadDeviceCuda(const void* from, void* to, int64_t bytes, int device);
 
 // Home order's keys: the top kHomeKeyBits bits of a linear id, spans of
 // home memory that the GPU translates together (cache_cuda.cuh, HomeKey).

@@ -131,9 +131,9 @@ bool HomeIsMappedCuda(const void* home, int device) {
   return attributes.type != cudaMemoryTypeManaged;
 }
 
-void ReadDeviceCuda(const int64_t* from, int64_t* to, int64_t count, int device) {
+void ReadDeviceCuda(const void* from, void* to, int64_t bytes, int device) {
   const ScopedDevice on_device(device);
-  CudaCheckForOp(cudaMemcpy(to, from, count * sizeof(int64_t), cudaMemcpyDeviceToHost),
+  CudaCheckForOp(cudaMemcpy(to, from, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToHost),
                  "cudaMemcpy of the cache state to the host", "CachedTbe");
 }
 

@@ -365,12 +365,11 @@ void SortByHome(MissSort sort, int64_t* const rows[2], uint32_t* const positions
 // entries a block, enough to keep the link busy.
 unsigned CopyGrid(int64_t entries) { return GridFor(entries, kBlockWarps * kRowsInFlight, 2048); }
 
-// MoveKernel's grid: a block per SM at most (kMoveBlockThreads).
-unsigned MoveGrid(int64_t entries, const char* op) {
-  int device = 0;
+// MoveKernel's grid: a block per SM of the cache's GPU at most
+// (kMoveBlockThreads).
+unsigned MoveGrid(const CacheArgs& cache, int64_t entries, const char* op) {
   int sms = 0;
-  CudaCheckForOp(cudaGetDevice(&device), "cudaGetDevice", op);
-  CudaCheckForOp(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+  CudaCheckForOp(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cache.device),
                  "cudaDeviceGetAttribute (multiprocessors)", op);
   return GridFor(entries, kMoveBlockThreads / kWarp * kRowsInFlight, sms);
 }
@@ -408,7 +407,7 @@ void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int pass, const
                   cudaStream_t stream) {
   const unsigned long long* fault_key = moves.sort.fault_key;
   if (moves.fill_capacity == 0) {
-    LaunchChained("MoveKernel", op, MoveKernel, MoveGrid(moves.sort.capacity, op),
+    LaunchChained("MoveKernel", op, MoveKernel, MoveGrid(cache, moves.sort.capacity, op),
                   kMoveBlockThreads, stream, cache, PassMoves(cache, moves, pass), fault_key);
     return;
   }

@@ -38,6 +38,6 @@ void InitializeCuda(const CacheArgs&, const int64_t*, int64_t, int64_t*, int64_t
   NoCuda("CachedTbe");
 }
 bool HomeIsMappedCuda(const void*, int) { NoCuda("CachedTbe"); }
-void ReadDeviceCuda(const int64_t*, int64_t*, int64_t, int) { NoCuda("CachedTbe::Stats"); }
+void ReadDeviceCuda(const void*, void*, int64_t, int) { NoCuda("CachedTbe::Stats"); }
 
 }  // namespace ember::cache::internal
