@@ -58,4 +58,6 @@ void Matmul(const Tensor& a, const Tensor& b, Tensor& c, bool transpose_a, bool 
   });
 }
 
+void LoadMatmulKernels(int device) { internal::LoadMatmulKernelsCuda(device, "LoadMatmulKernels"); }
+
 }  // namespace ember::ops

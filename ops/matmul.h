@@ -51,4 +51,14 @@ void Matmul(const Tensor& a, const Tensor& b, Tensor& c, bool transpose_a = fals
             bool transpose_b = false, float alpha = 1.0f, float beta = 0.0f,
             MatmulPrecision precision = MatmulPrecision::kFloat32);
 
+// Makes the calling thread's cuBLAS handle on GPU `device` now (the thread
+// keeps it), which loads cuBLAS's kernels. A GPU's first matmul does this
+// otherwise, and the load waits for the GPUs' queued work while it holds
+// the driver's lock. So a process that runs collectives between its GPUs
+// calls this for each of them before the first collective: a load beside
+// a collective that waits for a rank whose thread that lock holds back
+// never ends (docs/train.md, "Several GPUs"). Throws Unavailable in a
+// build without CUDA, CudaError naming the call when CUDA or cuBLAS fails.
+void LoadMatmulKernels(int device);
+
 }  // namespace ember::ops

@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 
 #include "engine/cuda/check.h"
+#include "engine/cuda/scoped_device.h"
 #include "engine/error.h"
 #include "ops/internal/matmul_kernels.h"
 
@@ -68,12 +69,18 @@ class ThreadHandles {
   // The handle of the calling thread's current device (the op's: the engine
   // made it current), bound to `stream`.
   cublasHandle_t For(cudaStream_t stream, std::string_view op) {
+    cublasHandle_t handle = OfCurrentDevice(op);
+    CublasCheck(cublasSetStream(handle, stream), "cublasSetStream", op);
+    return handle;
+  }
+
+  // The handle of the calling thread's current device, made if needed.
+  cublasHandle_t OfCurrentDevice(std::string_view op) {
     int device = 0;
     CudaCheckForOp(cudaGetDevice(&device), "cudaGetDevice", op);
     if (static_cast<std::size_t>(device) >= handles_.size()) handles_.resize(device + 1, nullptr);
     cublasHandle_t& handle = handles_[device];
     if (handle == nullptr) CublasCheck(cublasCreate(&handle), "cublasCreate", op);
-    CublasCheck(cublasSetStream(handle, stream), "cublasSetStream", op);
     return handle;
   }
 
@@ -81,12 +88,16 @@ class ThreadHandles {
   std::vector<cublasHandle_t> handles_;  // by device; null: not made yet
 };
 
+ThreadHandles& Handles() {
+  thread_local ThreadHandles handles;
+  return handles;
+}
+
 }  // namespace
 
 void MatmulCuda(const MatmulArgs& args, void* stream, std::string_view op) {
   if (args.m == 0 || args.n == 0) return;
-  thread_local ThreadHandles handles;
-  cublasHandle_t handle = handles.For(static_cast<cudaStream_t>(stream), op);
+  cublasHandle_t handle = Handles().For(static_cast<cudaStream_t>(stream), op);
   const cublasComputeType_t compute = args.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   CublasCheck(cublasGemmEx(handle, args.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                            args.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, args.n, args.m, args.k,
@@ -94,6 +105,11 @@ void MatmulCuda(const MatmulArgs& args, void* stream, std::string_view op) {
                            LeadingDimA(args), &args.beta, args.c, CUDA_R_32F, args.n, compute,
                            CUBLAS_GEMM_DEFAULT),
               "cublasGemmEx", op);
+}
+
+void LoadMatmulKernelsCuda(int device, std::string_view op) {
+  ScopedDevice on(device);
+  (void)Handles().OfCurrentDevice(op);
 }
 
 }  // namespace ember::ops::internal

@@ -7,5 +7,6 @@
 namespace ember::ops::internal {
 
 void MatmulCuda(const MatmulArgs&, void*, std::string_view op) { ThrowNoCuda(op); }
+void LoadMatmulKernelsCuda(int, std::string_view op) { ThrowNoCuda(op); }
 
 }  // namespace ember::ops::internal

@@ -41,5 +41,7 @@ inline int LeadingDimB(const MatmulArgs& args) {
 void MatmulCpu(const MatmulArgs& args);
 // `op` names the pushed op in cuBLAS and CUDA errors.
 void MatmulCuda(const MatmulArgs& args, void* stream, std::string_view op);
+// LoadMatmulKernels (matmul.h).
+void LoadMatmulKernelsCuda(int device, std::string_view op);
 
 }  // namespace ember::ops::internal

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/base/device.h"
 #include "ops/elementwise.h"
 #include "ops/interaction.h"
 #include "ops/loss.h"
@@ -273,6 +274,26 @@ TEST_P(DenseCudaTest, Optimizers) {
   }
   for (Twins* t : {&sgd, &buffer, &adagrad, &sum_sq, &adam, &m, &v}) {
     ExpectMatch(*t, 1e-5, 1e-6, "optimizer state");
+  }
+}
+
+// Loading first changes nothing of the results; a GPU that does not exist
+// is a CudaError naming the call, not a crash.
+TEST_P(DenseCudaTest, MatmulKernelsLoadAheadOnTheCallingThread) {
+  LoadMatmulKernels(0);
+  LoadMatmulKernels(0);  // the thread keeps its handle: no second load
+  Twins a = RandomTwins({5, 7});
+  Twins b = RandomTwins({7, 3});
+  Twins c = EmptyTwins({5, 3});
+  Matmul(a.cpu, b.cpu, c.cpu);
+  Matmul(a.gpu, b.gpu, c.gpu);
+  ExpectMatch(c, 1e-5, 1e-5 * 7, "matmul after LoadMatmulKernels");
+  const int devices = GpuCount();
+  try {
+    LoadMatmulKernels(devices);
+    ADD_FAILURE() << "LoadMatmulKernels(" << devices << ") did not throw";
+  } catch (const CudaError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("cudaSetDevice"));
   }
 }
 
