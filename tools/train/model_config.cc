@@ -81,6 +81,14 @@ std::vector<int64_t> ModelConfig::top_sizes() const {
   return sizes;
 }
 
+int64_t ModelConfig::dense_parameters() const {
+  int64_t count = 0;
+  for (const std::vector<int64_t>& sizes : {bottom_sizes(), top_sizes()}) {
+    for (size_t l = 0; l + 1 < sizes.size(); ++l) count += (sizes[l] + 1) * sizes[l + 1];
+  }
+  return count;
+}
+
 ops::TbeTables ModelConfig::tables() const {
   return ops::TbeTables(table_rows, std::vector<int64_t>(table_rows.size(), embedding_dim));
 }

@@ -67,6 +67,8 @@ struct ModelConfig {
   // {D + pairs, top..., 1}.
   [[nodiscard]] std::vector<int64_t> bottom_sizes() const;
   [[nodiscard]] std::vector<int64_t> top_sizes() const;
+  // The MLPs' parameters: a weight and a bias per layer.
+  [[nodiscard]] int64_t dense_parameters() const;
   [[nodiscard]] ops::TbeTables tables() const;
 
   // Throws InvalidArgument "[ModelConfig] ..." naming the first bad field:

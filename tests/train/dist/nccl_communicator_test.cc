@@ -128,6 +128,11 @@ TEST_F(NcclCommunicatorTest, BadCountsBreakTheGroup) {
 TEST_F(NcclCommunicatorTest, RejectsABadRankOrDevice) {
   EXPECT_THROW(NcclCommunicator(1, 1, 0, NcclUniqueId::Create()), InvalidArgument);
   EXPECT_THROW(NcclCommunicator(0, 1, GpuCount(), NcclUniqueId::Create()), InvalidArgument);
+  NcclCommunicatorOptions negative;
+  negative.all_reduce_floats = -1;
+  EXPECT_THAT(
+      testing::ErrorOf([&] { NcclCommunicator(0, 1, 0, NcclUniqueId::Create(), negative); }),
+      HasSubstr("all_reduce_floats -1"));
 }
 
 // Two ranks, a GPU each, as threads of this process.

@@ -331,6 +331,24 @@ TEST(TrainShardedTest, PartsOfTheRanksInSeveralCallsTrainAsOne) {
             "[TrainSharded] ranks 1 to 2 of a run of 2: outside the run");
 }
 
+// The NCCL communicator makes its all-reduce scratch from this count before
+// the first collective; a count short of the bucket would grow it mid-run.
+TEST(ShardedDlrmTest, AllReduceFloatsCountTheLossAndEveryDenseGradient) {
+  auto engine = testing::NewEngine("NaiveEngine");
+  InProcessCommunicatorGroup group(2);
+  CollectiveOps collectives(*engine, group.communicator(0));
+  ModelConfig config = Model(Optimizer::kAdam);
+  config.bottom_mlp = {7, 5};
+  config.top_mlp = {9};
+  const ShardLayout layout(ParseShardPlan("0:0,1:1,2:0,3:1,4:1", 5, 2), config.tables(), 4);
+  ShardedDlrm model(*engine, collectives, layout, 0, config);
+  int64_t gradients = 0;
+  model.dense().ForEachGradient(
+      [&](const std::string&, Tensor& grad) { gradients += grad.numel(); });
+  EXPECT_EQ(ShardedDlrm::AllReduceFloats(config), 1 + gradients);
+  EXPECT_EQ(config.dense_parameters(), gradients);
+}
+
 TEST(ShardedDlrmErrors, RefusesWhatItCannotShard) {
   auto engine = testing::NewEngine("NaiveEngine");
   InProcessCommunicatorGroup group(2);

@@ -145,4 +145,13 @@ void CollectiveOps::AllReduceSum(const std::vector<const Tensor*>& data, std::st
                    {.ctx = ctx_, .prop = engine::FnProperty::kNoSkip, .name = "AllReduceSum"});
 }
 
+void CollectiveOps::Barrier(std::string what) {
+  auto run = [&comm = comm_, what](engine::RunContext ctx) {
+    if (ctx.input_failed && BreakFor(comm, what)) return;
+    comm.Barrier(what);
+  };
+  engine_.PushSync(std::move(run), {}, {order_},
+                   {.ctx = ctx_, .prop = engine::FnProperty::kNoSkip, .name = "Barrier"});
+}
+
 }  // namespace ember::train

@@ -67,6 +67,9 @@ class CollectiveOps {
   // The same for several tensors in one collective (a bucket).
   void AllReduceSum(const std::vector<const storage::Tensor*>& data, std::string what);
 
+  // Communicator::Barrier: done on every rank once every rank got there.
+  void Barrier(std::string what);
+
  private:
   engine::Engine& engine_;
   Communicator& comm_;

@@ -2,6 +2,7 @@
 
 #include "tools/train/dist/nccl_communicator.h"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -55,11 +56,11 @@ struct NcclCommunicator::Nccl {
   CudaStream stream;
   std::chrono::milliseconds timeout{};
   // AllReduceSum's gathered pieces and Barrier's word, grown as needed:
-  // the newest of the scratch buffers made, all kept until the end
-  // (Reserve).
+  // the newest of the scratch buffers made; every buffer made (Make) is
+  // kept until the end.
   float* scratch = nullptr;
   size_t scratch_floats = 0;
-  std::vector<float*> made;
+  std::vector<void*> made;
   // The first failure; once set, every call throws it.
   std::string broken;
   // IssueAfter's event, and the timing pair (record_timings).
@@ -68,21 +69,26 @@ struct NcclCommunicator::Nccl {
   std::vector<CollectiveTiming> timings;
 
   ~Nccl() {
-    for (float* data : made) CudaLogIfError(cudaFree(data), "cudaFree of scratch");
+    for (void* data : made) CudaLogIfError(cudaFree(data), "cudaFree of NcclCommunicator's memory");
+  }
+
+  // Device memory of the communicator's, freed only at the end: a cudaFree
+  // synchronizes the device under the driver's locks, a known source of
+  // deadlocks beside NCCL kernels that wait for another rank of the same
+  // process, so none happens mid-run.
+  void* Make(size_t bytes, std::string_view what) {
+    made.reserve(made.size() + 1);  // so that nothing throws past the cudaMalloc
+    void* data = nullptr;
+    CudaCheck(cudaMalloc(&data, bytes), fmt::format("cudaMalloc of {}", what));
+    made.push_back(data);
+    return data;
   }
 
   // Grows the scratch to `floats` (a call's own: the stream is idle
-  // between calls). The outgrown scratch is freed only at the end: a
-  // cudaFree synchronizes the device under the driver's locks, a known
-  // source of deadlocks beside NCCL kernels that wait for another rank of
-  // the same process, so none happens mid-run.
+  // between calls).
   void Reserve(size_t floats) {
     if (floats <= scratch_floats) return;
-    made.reserve(made.size() + 1);  // so that nothing throws past the cudaMalloc
-    float* grown = nullptr;
-    CudaCheck(cudaMalloc(&grown, floats * sizeof(float)), "cudaMalloc of the collective's scratch");
-    made.push_back(grown);
-    scratch = grown;
+    scratch = static_cast<float*>(Make(floats * sizeof(float), "the collectives' scratch"));
     scratch_floats = floats;
   }
 
@@ -148,11 +154,12 @@ NcclCommunicator::NcclCommunicator(int rank, int world_size, int device, const N
   int devices = 0;
   CudaCheck(cudaGetDeviceCount(&devices), "cudaGetDeviceCount for NcclCommunicator");
   if (rank < 0 || world_size < 1 || rank >= world_size || device < 0 || device >= devices ||
-      options.timeout.count() <= 0) {
+      options.timeout.count() <= 0 || options.all_reduce_floats < 0) {
     throw InvalidArgument(fmt::format(
-        "[NcclCommunicator] rank {} of {} on GPU {} (this process sees {}), timeout {} ms: "
-        "expected 0 <= rank < world size, an existing GPU and a positive timeout",
-        rank, world_size, device, devices, options.timeout.count()));
+        "[NcclCommunicator] rank {} of {} on GPU {} (this process sees {}), timeout {} ms, "
+        "all_reduce_floats {}: expected 0 <= rank < world size, an existing GPU, a positive "
+        "timeout and a count >= 0",
+        rank, world_size, device, devices, options.timeout.count(), options.all_reduce_floats));
   }
   ScopedDevice on(device);
   nccl_->stream = CudaStream::CreateUrgent("NcclCommunicator's stream");
@@ -162,6 +169,12 @@ NcclCommunicator::NcclCommunicator(int rank, int world_size, int device, const N
     nccl_->started = CudaEvent::Create("NcclCommunicator's timing event", cudaEventDefault);
     nccl_->finished = CudaEvent::Create("NcclCommunicator's timing event", cudaEventDefault);
   }
+  const auto floats = static_cast<size_t>(std::max<int64_t>(options.all_reduce_floats, 1));
+  nccl_->Reserve(floats * static_cast<size_t>(world_size));
+  // A float (aligned, at the start), then a byte to send and one to
+  // receive per rank.
+  auto* connection = static_cast<std::byte*>(nccl_->Make(
+      sizeof(float) + 2 * static_cast<size_t>(world_size), "NcclCommunicator's connection"));
   ncclUniqueId raw;
   std::memcpy(&raw, id.bytes.data(), sizeof(raw));
   const ncclResult_t result = ncclCommInitRank(&nccl_->comm, world_size, raw, rank);
@@ -170,11 +183,11 @@ NcclCommunicator::NcclCommunicator(int rank, int world_size, int device, const N
                                   rank, world_size, ncclGetErrorString(result),
                                   ncclGetLastError(nullptr)));
   }
-  Connect();
+  Connect(connection);
   nccl_->record_timings = options.record_timings;
 }
 
-void NcclCommunicator::Connect() {
+void NcclCommunicator::Connect(std::byte* buffer) {
   // NCCL connects peers on their first collective of each kind, and that
   // call blocks on the host until the peers take part, out of the
   // timeout's reach (a peer that never came would hang it). Every rank is
@@ -182,22 +195,11 @@ void NcclCommunicator::Connect() {
   // communicator issues connects them, so that later calls wait on the
   // GPU, where the timeout applies.
   const auto n = static_cast<size_t>(world_size());
-  // A float (aligned, at the start), then a byte to send and one to
-  // receive per rank.
-  std::byte* buffer = nullptr;
-  CudaCheck(cudaMalloc(&buffer, sizeof(float) + 2 * n),
-            "cudaMalloc for NcclCommunicator's connection");
   std::byte* bytes = buffer + sizeof(float);
   const std::vector<int64_t> ones(n, 1);
-  try {
-    DoAllToAllV({bytes, n}, ones, {bytes + n, n}, ones, "connect");
-    DoAllReduceSum({reinterpret_cast<float*>(buffer), 1}, "connect");
-    DoBarrier("connect");
-  } catch (...) {
-    CudaLogIfError(cudaFree(buffer), "cudaFree of the connection's buffers");
-    throw;
-  }
-  CudaCheck(cudaFree(buffer), "cudaFree of the connection's buffers");
+  DoAllToAllV({bytes, n}, ones, {bytes + n, n}, ones, "connect");
+  DoAllReduceSum({reinterpret_cast<float*>(buffer), 1}, "connect");
+  DoBarrier("connect");
 }
 
 NcclCommunicator::~NcclCommunicator() {

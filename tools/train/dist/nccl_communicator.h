@@ -68,6 +68,14 @@ struct NcclCommunicatorOptions {
   // Time every collective on the GPU (an event before its first operation
   // and one after its last) for timings(); costs two event records a call.
   bool record_timings = false;
+  // The largest AllReduceSum a call will make (all its parts), in floats:
+  // its scratch (world size times that) is made in the constructor. A
+  // larger call grows the scratch with a cudaMalloc beside the peers'
+  // collectives, which a process that drives several GPUs must avoid: the
+  // allocation can wait for another rank's spinning collective while it
+  // holds the driver's lock that this rank's own launch needs
+  // (docs/train.md, "Several GPUs").
+  int64_t all_reduce_floats = 0;
 };
 
 // One collective as the GPU ran it (NcclCommunicatorOptions::record_timings).
@@ -83,8 +91,9 @@ class NcclCommunicator final : public Communicator {
  public:
   // Joins the group of `id` as `rank` of `world_size` on GPU `device`.
   // Blocks until every rank has joined (ncclCommInitRank) and is connected
-  // to it (a collective of each kind, unrecorded). Throws
-  // InvalidArgument for a bad rank, world size, device or timeout, and
+  // to it (a collective of each kind, unrecorded). Makes all of its device
+  // memory before the first of those. Throws InvalidArgument for a bad
+  // rank, world size, device, timeout or all_reduce_floats, and
   // Unavailable when NCCL fails (naming its reason).
   NcclCommunicator(int rank, int world_size, int device, const NcclUniqueId& id,
                    const NcclCommunicatorOptions& options = {});
@@ -112,8 +121,9 @@ class NcclCommunicator final : public Communicator {
   struct Nccl;  // NCCL's and CUDA's handles, kept out of this header
 
   // One collective of each kind, so that NCCL connects the peers while
-  // every rank is known to be there.
-  void Connect();
+  // every rank is known to be there; `buffer` holds a float, then two
+  // bytes per rank.
+  void Connect(std::byte* buffer);
 
   const int device_;
   std::unique_ptr<Nccl> nccl_;

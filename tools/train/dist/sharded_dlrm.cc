@@ -178,6 +178,10 @@ void ShardedDlrm::EmbeddingBackward(ShardedBatch& batch) {
   }
 }
 
+int64_t ShardedDlrm::AllReduceFloats(const ModelConfig& config) {
+  return 1 + config.dense_parameters();
+}
+
 void ShardedDlrm::DenseUpdate(ShardedBatch& batch) {
   const int64_t step = batch.state.step;
   // One collective for the loss and every gradient (DDP's bucket): one

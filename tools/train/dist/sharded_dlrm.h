@@ -85,6 +85,11 @@ class ShardedDlrm {
   // the same seed (embedding_init.h). Waits for the owned rows.
   void Initialize();
 
+  // The floats of a step's one all-reduce (DenseUpdate's: the loss and
+  // every dense gradient), for a communicator that makes its scratch ahead
+  // (NcclCommunicatorOptions::all_reduce_floats).
+  static int64_t AllReduceFloats(const ModelConfig& config);
+
   [[nodiscard]] const ModelConfig& config() const { return config_; }
   [[nodiscard]] ShardedTbe& tbe() { return tbe_; }
   [[nodiscard]] DlrmDense& dense() { return dense_; }

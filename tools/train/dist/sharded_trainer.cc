@@ -11,6 +11,7 @@
 #include "engine/base/device.h"
 #include "engine/engine.h"
 #include "engine/error.h"
+#include "ops/matmul.h"
 #include "tools/train/data/loader.h"
 #include "tools/train/dist/collective_ops.h"
 #include "tools/train/dist/in_process_communicator.h"
@@ -99,6 +100,12 @@ class RankRun {
     auto wanted = [&](int64_t step) { return options_.steps == 0 || step < options_.steps; };
     bool have = Upload(source, Slot(0), 0);
     bool have_next = have && wanted(1) && Upload(source, Slot(1), 1);
+    // No rank issues a step's collective before every rank made its memory
+    // (model, cache, the first batches): in a process that drives several
+    // GPUs an allocation beside a peer's spinning collective can wait for
+    // it under the driver's lock (docs/train.md, "Several GPUs").
+    collectives_.Barrier("setup");
+    engine_->WaitForAll();
     int64_t step = 0;
     for (; have && wanted(step); ++step) {
       const bool have_after =
@@ -299,11 +306,18 @@ ShardedTrainResult TrainShardedOnRankData(
   std::optional<InProcessCommunicatorGroup> own_group;
   if (!options.gpus && options.cpu_group == nullptr) own_group.emplace(ranks);
   InProcessCommunicatorGroup* group = options.cpu_group ? options.cpu_group : &*own_group;
+  // Loaded by this thread, before any rank's first collective (ops/matmul.h).
+  for (int l = 0; options.gpus && l < local.count; ++l) ops::LoadMatmulKernels(l);
   std::vector<RankOutcome> outcomes(local.count);
   RunOnRankThreads(local.count, [&](int l) {
     const int r = local.first + l;
     std::unique_ptr<NcclCommunicator> nccl;
-    if (options.gpus) nccl = std::make_unique<NcclCommunicator>(r, ranks, l, id, options.nccl);
+    if (options.gpus) {
+      NcclCommunicatorOptions nccl_options = options.nccl;
+      nccl_options.all_reduce_floats =
+          std::max(nccl_options.all_reduce_floats, ShardedDlrm::AllReduceFloats(options.model));
+      nccl = std::make_unique<NcclCommunicator>(r, ranks, l, id, nccl_options);
+    }
     Communicator& comm = nccl ? *nccl : group->communicator(r);
     try {
       RankRun run(options, layout, comm, r, l, /*reports=*/l == 0);
