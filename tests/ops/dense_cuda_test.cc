@@ -6,6 +6,7 @@
 // the number of terms summed, as in the CPU tests.
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -41,10 +42,10 @@ class DenseCudaTest : public DenseOpTest {
     Tensor cpu = Random(shape, &values, lo, hi);
     return {std::move(cpu), F32(values, std::move(shape), kGpu)};
   }
-  Twins ValueTwins(const std::vector<float>& values, std::vector<int64_t> shape) {
+  Twins ValueTwins(const std::vector<float>& values, const std::vector<int64_t>& shape) {
     return {F32(values, shape), F32(values, shape, kGpu)};
   }
-  Twins EmptyTwins(std::vector<int64_t> shape) { return {Empty(shape), Empty(shape, kGpu)}; }
+  Twins EmptyTwins(const std::vector<int64_t>& shape) { return {Empty(shape), Empty(shape, kGpu)}; }
 
   // Expects the GPU twin to match the CPU twin.
   static void ExpectMatch(const Twins& t, double rtol, double atol, const std::string& what) {
@@ -208,7 +209,10 @@ TEST_P(DenseCudaTest, RandomFillsAreBitIdentical) {
       const std::vector<float> cpu = ToHost<float>(t->cpu);
       const std::vector<float> gpu = ToHost<float>(t->gpu);
       int64_t differ = 0;
-      for (int64_t i = 0; i < n; ++i) differ += std::memcmp(&cpu[i], &gpu[i], sizeof(float)) != 0;
+      // Bits, not values: -0 against +0 or two NaNs must count as a difference.
+      for (int64_t i = 0; i < n; ++i) {
+        differ += std::bit_cast<uint32_t>(cpu[i]) != std::bit_cast<uint32_t>(gpu[i]);
+      }
       EXPECT_EQ(differ, 0) << (t == &uniform ? "uniform" : "normal") << ", seed " << seed;
     }
   }

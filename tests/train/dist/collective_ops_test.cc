@@ -132,6 +132,22 @@ TEST_P(CollectiveOpsTest, CollectivesRunInPushOrderWhateverTheirInputs) {
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(reduced[r], (std::vector<float>{1, 3, 5}));
 }
 
+// A rank's barrier ends only once every rank has pushed its own: rank 1
+// pushes 100 ms late, and rank 0 waits for it.
+TEST_P(CollectiveOpsTest, ABarrierWaitsForTheLastRank) {
+  static constexpr int kRanks = 3;
+  InProcessCommunicatorGroup group(kRanks, {.timeout = std::chrono::milliseconds(5000)});
+  std::vector<Clock::time_point> pushed(kRanks), passed(kRanks);
+  RunRanks(group, [&](int r, Engine& engine, CollectiveOps& ops) {
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    pushed[r] = Clock::now();
+    ops.Barrier("setup");
+    engine.WaitForAll();
+    passed[r] = Clock::now();
+  });
+  for (int r = 0; r < kRanks; ++r) EXPECT_GE(passed[r], pushed[1]) << "rank " << r;
+}
+
 // The lengths first, then the indices with the received lengths as counts:
 // the second collective reads what the first wrote, when it runs.
 TEST_P(CollectiveOpsTest, CountsFromAnEarlierCollectiveDriveTheNext) {

@@ -146,7 +146,7 @@ void CollectiveOps::AllReduceSum(const std::vector<const Tensor*>& data, std::st
 }
 
 void CollectiveOps::Barrier(std::string what) {
-  auto run = [&comm = comm_, what](engine::RunContext ctx) {
+  auto run = [&comm = comm_, what = std::move(what)](engine::RunContext ctx) {
     if (ctx.input_failed && BreakFor(comm, what)) return;
     comm.Barrier(what);
   };
