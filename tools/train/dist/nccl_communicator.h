@@ -70,11 +70,10 @@ struct NcclCommunicatorOptions {
   bool record_timings = false;
   // The largest AllReduceSum a call will make (all its parts), in floats:
   // its scratch (world size times that) is made in the constructor. A
-  // larger call grows the scratch with a cudaMalloc beside the peers'
-  // collectives, which a process that drives several GPUs must avoid: the
-  // allocation can wait for another rank's spinning collective while it
-  // holds the driver's lock that this rank's own launch needs
-  // (docs/train.md, "Several GPUs").
+  // larger call grows the scratch with a cudaMalloc, which takes the
+  // driver's lock while the peers' collectives run; a process that drives
+  // several GPUs keeps such calls out of its steps (docs/train.md,
+  // "Several GPUs").
   int64_t all_reduce_floats = 0;
 };
 
