@@ -54,10 +54,13 @@ void PushSparseDist(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next,
   m.DenseUpdate(cur);
 }
 
+// fused builds on sparse-dist: the input distribution is pushed as there,
+// and only the lookup of batch i+1 moves.
 void PushFused(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next, ShardedBatch* after_next) {
   EnsureLookedUp(m, &cur);
   SendLengthsAhead(m, next, after_next);
   m.DenseForward(cur);
+  EnsureDistributed(m, next);
   PushBackward(m, cur);
   EnsureLookedUp(m, next);  // after the update it must see; overlaps DenseUpdate(i)
   m.DenseUpdate(cur);

@@ -21,10 +21,11 @@
 //                whole step on the host). After Lookup(i), not before it:
 //                batch i's pooled rows would otherwise wait for the
 //                packing of batch i+2's lengths, a CPU op.
-//   fused        the lookup of batch i+1 (its indices and Lookup) pushed
-//                right after EmbeddingBackward(i), before DenseUpdate(i):
-//                it overlaps the dense all-reduce and optimizer (TorchRec's
-//                fused pipeline); its lengths go out a step earlier.
+//   fused        sparse-dist, with the Lookup of batch i+1 pushed right
+//                after EmbeddingBackward(i), before DenseUpdate(i): it
+//                overlaps the dense all-reduce and optimizer (TorchRec's
+//                fused pipeline). Its lengths and indices go out as in
+//                sparse-dist.
 //   semisync     the lookup of batch i+1 pushed after DenseForward(i),
 //                before the backward of batch i: batch i+1 reads rows
 //                without batch i's update. Stale by design.
