@@ -285,7 +285,7 @@ TEST_P(DenseCudaTest, Optimizers) {
 // is a CudaError naming the call, not a crash.
 TEST_P(DenseCudaTest, MatmulKernelsLoadAheadOnTheCallingThread) {
   LoadMatmulKernels(0);
-  LoadMatmulKernels(0);  // the thread keeps its handle: no second load
+  LoadMatmulKernels(0);  // a second call finds the thread's handle
   Twins a = RandomTwins({5, 7});
   Twins b = RandomTwins({7, 3});
   Twins c = EmptyTwins({5, 3});

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "ops/matmul.h"
 
 namespace ember::train {
 
@@ -20,6 +21,10 @@ void CheckKernelLoading(int gpu_ranks, bool lazy) {
       "CUDA_MODULE_LOADING=EAGER before the process starts (ember-train and ember-bench-dist "
       "do so for runs of several GPUs)",
       gpu_ranks));
+}
+
+void LoadLibraryKernels(int gpus) {
+  for (int device = 0; device < gpus; ++device) ops::LoadMatmulKernels(device);
 }
 
 }  // namespace ember::train

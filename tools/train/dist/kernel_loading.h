@@ -13,8 +13,16 @@
 // launch while its all-to-all waited for rank 0. Eager loading (every
 // kernel loaded when CUDA starts) removes the wait.
 //
+// Libraries that load their own kernels do so whatever the mode: cuBLAS at
+// a GPU's first handle, with the same wait under the same lock. Seen on
+// four H200s, once in 46 runs: an engine worker in cublasCreate
+// (cuLibraryLoadData) beside three ranks' all-to-alls, the fourth rank's
+// thread held back by the lock before it could issue its own. So they are
+// loaded before any rank starts (LoadLibraryKernels).
+//
 // Thread safety: PreferEagerKernelLoading before any thread starts CUDA;
-// CheckKernelLoading is thread-safe.
+// CheckKernelLoading is thread-safe; LoadLibraryKernels before the ranks
+// start.
 
 namespace ember::train {
 
@@ -28,5 +36,10 @@ void PreferEagerKernelLoading();
 // than one) ranks of this process run on GPUs while kernels load lazily
 // (`lazy`: CudaLoadsKernelsLazily()).
 void CheckKernelLoading(int gpu_ranks, bool lazy);
+
+// Loads the libraries' kernels (ops::LoadMatmulKernels) on GPUs 0 to
+// gpus - 1, from the calling thread, which keeps its handles. Throws
+// CudaError when CUDA or a library fails.
+void LoadLibraryKernels(int gpus);
 
 }  // namespace ember::train

@@ -11,7 +11,6 @@
 #include "engine/base/device.h"
 #include "engine/engine.h"
 #include "engine/error.h"
-#include "ops/matmul.h"
 #include "tools/train/data/loader.h"
 #include "tools/train/dist/collective_ops.h"
 #include "tools/train/dist/in_process_communicator.h"
@@ -289,6 +288,7 @@ ShardedTrainResult TrainShardedOnRankData(
   const ops::TbeTables all = options.model.tables();
   const int ranks = options.plan.num_gpus;
   const LocalRanks local = LocalRanksOf(options);
+  if (options.gpus) LoadLibraryKernels(local.count);  // before any rank's first collective
   std::vector<std::unique_ptr<BatchSource>> sources(local.count);
   for (int l = 0; l < local.count; ++l) {
     sources[l] = rank_data(local.first + l);
@@ -306,8 +306,6 @@ ShardedTrainResult TrainShardedOnRankData(
   std::optional<InProcessCommunicatorGroup> own_group;
   if (!options.gpus && options.cpu_group == nullptr) own_group.emplace(ranks);
   InProcessCommunicatorGroup* group = options.cpu_group ? options.cpu_group : &*own_group;
-  // Loaded by this thread, before any rank's first collective (ops/matmul.h).
-  for (int l = 0; options.gpus && l < local.count; ++l) ops::LoadMatmulKernels(l);
   std::vector<RankOutcome> outcomes(local.count);
   RunOnRankThreads(local.count, [&](int l) {
     const int r = local.first + l;
