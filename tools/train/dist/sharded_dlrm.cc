@@ -134,6 +134,7 @@ void ShardedDlrm::Upload(ShardedBatch& batch, HostBatch local) {
   batch.dist.reset();
   batch.lengths_sent = false;
   batch.distributed = false;
+  batch.prefetched = false;
   batch.embedded = false;
 }
 
@@ -146,6 +147,11 @@ void ShardedDlrm::ExchangeLengths(ShardedBatch& batch) {
 void ShardedDlrm::DistributeIndices(ShardedBatch& batch) {
   tbe_.DistributeIndices(*batch.dist);
   batch.distributed = true;
+}
+
+void ShardedDlrm::Prefetch(ShardedBatch& batch) {
+  tbe_.Prefetch(*batch.dist);
+  batch.prefetched = true;
 }
 
 void ShardedDlrm::Lookup(ShardedBatch& batch) {

@@ -16,6 +16,8 @@
 //   ExchangeLengths(i)    the bags' lengths to the shards' owners
 //   DistributeIndices(i)  then the indices (one host wait, for the
 //                         lengths received: sharded_tbe.h)
+//   Prefetch(i)           the embedding cache's prefetch of the owner's
+//                         batch (Lookup pushes it where a schedule did not)
 //   Lookup(i)             the owners' forward, the pooled rows back
 //   DenseForward(i)       DlrmDense::Forward, mean over the global batch
 //   DenseBackward(i)      DlrmDense::Backward
@@ -62,6 +64,7 @@ struct ShardedBatch {
   // What the schedule pushed ahead (sharded_schedule.h).
   bool lengths_sent = false;
   bool distributed = false;
+  bool prefetched = false;
   bool embedded = false;
 };
 
@@ -100,6 +103,7 @@ class ShardedDlrm {
   void Upload(ShardedBatch& batch, HostBatch local);
   void ExchangeLengths(ShardedBatch& batch);
   void DistributeIndices(ShardedBatch& batch);
+  void Prefetch(ShardedBatch& batch);
   void Lookup(ShardedBatch& batch);
   void DenseForward(ShardedBatch& batch);
   void DenseBackward(ShardedBatch& batch);

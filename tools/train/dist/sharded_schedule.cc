@@ -23,8 +23,13 @@ void EnsureDistributed(ShardedDlrm& m, ShardedBatch* b) {
   if (b != nullptr && !b->distributed) m.DistributeIndices(*b);
 }
 
-void EnsureLookedUp(ShardedDlrm& m, ShardedBatch* b) {
+void EnsurePrefetched(ShardedDlrm& m, ShardedBatch* b) {
   EnsureDistributed(m, b);
+  if (b != nullptr && !b->prefetched) m.Prefetch(*b);
+}
+
+void EnsureLookedUp(ShardedDlrm& m, ShardedBatch* b) {
+  EnsurePrefetched(m, b);
   if (b != nullptr && !b->embedded) m.Lookup(*b);
 }
 
@@ -43,24 +48,26 @@ void PushBaseline(ShardedDlrm& m, ShardedBatch& cur) {
 // Batch i+2's lengths go out right after batch i's lookup (its pooled
 // rows' exchange first: the lengths' packing is a CPU op of a millisecond
 // or two, which their collective, and every collective after it, would
-// wait for); batch i+1's indices after batch i's forward.
+// wait for); batch i+1's indices after batch i's forward, and its cache
+// prefetch right after them, before batch i's backward (which the cache
+// then lets follow it), so that the rows' moves overlap batch i.
 void PushSparseDist(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next,
                     ShardedBatch* after_next) {
   EnsureLookedUp(m, &cur);
   SendLengthsAhead(m, next, after_next);
   m.DenseForward(cur);
-  EnsureDistributed(m, next);
+  EnsurePrefetched(m, next);
   PushBackward(m, cur);
   m.DenseUpdate(cur);
 }
 
-// fused builds on sparse-dist: the input distribution is pushed as there,
-// and only the lookup of batch i+1 moves.
+// fused builds on sparse-dist: the input distribution and the prefetch
+// are pushed as there, and only the lookup of batch i+1 moves.
 void PushFused(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next, ShardedBatch* after_next) {
   EnsureLookedUp(m, &cur);
   SendLengthsAhead(m, next, after_next);
   m.DenseForward(cur);
-  EnsureDistributed(m, next);
+  EnsurePrefetched(m, next);
   PushBackward(m, cur);
   EnsureLookedUp(m, next);  // after the update it must see; overlaps DenseUpdate(i)
   m.DenseUpdate(cur);

@@ -20,15 +20,20 @@
 //                queue to one step (measured: the push of a step took the
 //                whole step on the host). After Lookup(i), not before it:
 //                batch i's pooled rows would otherwise wait for the
-//                packing of batch i+2's lengths, a CPU op.
+//                packing of batch i+2's lengths, a CPU op. With an
+//                embedding cache, batch i+1's Prefetch right after its
+//                indices, before batch i's backward: the rows' moves
+//                overlap batch i (the prefetch schedule of schedule.h;
+//                TorchRec's prefetch pipeline), and batch i's Relookup
+//                follows it as the cache requires.
 //   fused        sparse-dist, with the Lookup of batch i+1 pushed right
 //                after EmbeddingBackward(i), before DenseUpdate(i): it
 //                overlaps the dense all-reduce and optimizer (TorchRec's
-//                fused pipeline). Its lengths and indices go out as in
-//                sparse-dist.
-//   semisync     the lookup of batch i+1 pushed after DenseForward(i),
-//                before the backward of batch i: batch i+1 reads rows
-//                without batch i's update. Stale by design.
+//                fused pipeline). Its lengths, indices and prefetch go
+//                out as in sparse-dist.
+//   semisync     the prefetch and lookup of batch i+1 pushed after
+//                DenseForward(i), before the backward of batch i: batch
+//                i+1 reads rows without batch i's update. Stale by design.
 //
 // baseline, sparse-dist and fused compute the same values; semisync
 // computes what the single-GPU semisync schedule (schedule.h) computes.

@@ -155,13 +155,20 @@ void ShardedTbe::DistributeIndices(Step& step) {
   PushUnpackInput(step);
 }
 
+void ShardedTbe::Prefetch(Step& step) {
+  if (!cache_ || step.locations) return;
+  const ops::TbeBatch owner{&step.owner_indices, &step.owner_offsets, nullptr,
+                            layout_.global_batch()};
+  step.locations = cache_->NewLocations(std::max<int64_t>(step.owner_indices.numel(), 1));
+  cache_->Prefetch(owner, *step.locations);
+}
+
 void ShardedTbe::Lookup(Step& step, Tensor& out) {
   const ShardLayout& l = layout_;
   step.owner_out = OnContext({l.global_batch(), l.owned_dim(rank_)}, DType::kF32);
   const ops::TbeBatch owner{&step.owner_indices, &step.owner_offsets, nullptr, l.global_batch()};
   if (cache_) {
-    step.locations = cache_->NewLocations(std::max<int64_t>(step.owner_indices.numel(), 1));
-    cache_->Prefetch(owner, *step.locations);
+    Prefetch(step);
     cache_->Forward(owner, *step.locations, step.owner_out, kOwnerOptions);
   } else {
     ops::EmbeddingBagForward(tables_, weights_, owner, step.owner_out);

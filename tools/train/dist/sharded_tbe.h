@@ -100,6 +100,13 @@ class ShardedTbe {
   [[nodiscard]] std::shared_ptr<Step> ExchangeLengths(const ops::TbeBatch& local);
   void DistributeIndices(Step& step);
   [[nodiscard]] std::shared_ptr<Step> DistributeInput(const ops::TbeBatch& local);
+  // With a cache, pushes the cache's prefetch of the owner's batch (after
+  // DistributeIndices), once; Lookup pushes it where this was not called.
+  // A pipeline pushes batch i+1's before batch i's backward, which then
+  // follows it (the cache's rule: its Relookup comes after the next
+  // prefetch), so that the rows' moves overlap batch i. Nothing without a
+  // cache.
+  void Prefetch(Step& step);
   void Lookup(Step& step, storage::Tensor& out);
 
   // Pushes the backward of `step` with `grad_out` ([B_l, total_dim] f32),
