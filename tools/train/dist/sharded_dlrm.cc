@@ -189,13 +189,21 @@ int64_t ShardedDlrm::AllReduceFloats(const ModelConfig& config) {
 }
 
 void ShardedDlrm::DenseUpdate(ShardedBatch& batch) {
-  const int64_t step = batch.state.step;
+  AllReduceDense(batch);
+  DenseOptimizer(batch);
+}
+
+void ShardedDlrm::AllReduceDense(ShardedBatch& batch) {
   // One collective for the loss and every gradient (DDP's bucket): one
   // round trip a step.
   std::vector<const Tensor*> bucket = {&batch.state.loss};
   dense_.ForEachGradient([&](const std::string&, Tensor& grad) { bucket.push_back(&grad); });
-  collectives_.AllReduceSum(bucket, fmt::format("loss and gradients of step {}", step));
-  dense_.Update(config_.optimizer, step + 1);
+  collectives_.AllReduceSum(bucket,
+                            fmt::format("loss and gradients of step {}", batch.state.step));
+}
+
+void ShardedDlrm::DenseOptimizer(ShardedBatch& batch) {
+  dense_.Update(config_.optimizer, batch.state.step + 1);
 }
 
 }  // namespace ember::train

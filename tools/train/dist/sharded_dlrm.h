@@ -22,8 +22,9 @@
 //   DenseForward(i)       DlrmDense::Forward, mean over the global batch
 //   DenseBackward(i)      DlrmDense::Backward
 //   EmbeddingBackward(i)  the gradients to the owners, their fused optimizer
-//   DenseUpdate(i)        the rank-order all-reduce of the loss and of
-//                         every dense gradient, then the dense optimizer
+//   DenseUpdate(i)        AllReduceDense(i), the rank-order all-reduce of
+//                         the loss and of every dense gradient, then
+//                         DenseOptimizer(i), the dense optimizer's step
 //
 // Deterministic: on the CPU, with table-wise shards a run computes the
 // bits of one DlrmModel over the global batches with dense_grad_slices =
@@ -109,6 +110,8 @@ class ShardedDlrm {
   void DenseBackward(ShardedBatch& batch);
   void EmbeddingBackward(ShardedBatch& batch);
   void DenseUpdate(ShardedBatch& batch);
+  void AllReduceDense(ShardedBatch& batch);
+  void DenseOptimizer(ShardedBatch& batch);
 
   // The global batch's mean loss once DenseUpdate(batch) ran (the ranks'
   // parts summed in rank order).

@@ -62,15 +62,19 @@ void PushSparseDist(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next,
 }
 
 // fused builds on sparse-dist: the input distribution and the prefetch
-// are pushed as there, and only the lookup of batch i+1 moves.
+// are pushed as there, and only the lookup of batch i+1 moves, between
+// batch i's all-reduce and its dense optimizer: after the embedding update
+// it must see, and after the all-reduce, which would otherwise wait
+// behind its pooled rows' exchange (collectives run in push order).
 void PushFused(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next, ShardedBatch* after_next) {
   EnsureLookedUp(m, &cur);
   SendLengthsAhead(m, next, after_next);
   m.DenseForward(cur);
   EnsurePrefetched(m, next);
   PushBackward(m, cur);
-  EnsureLookedUp(m, next);  // after the update it must see; overlaps DenseUpdate(i)
-  m.DenseUpdate(cur);
+  m.AllReduceDense(cur);
+  EnsureLookedUp(m, next);  // overlaps DenseOptimizer(i)
+  m.DenseOptimizer(cur);
 }
 
 void PushSemisync(ShardedDlrm& m, ShardedBatch& cur, ShardedBatch* next, ShardedBatch* after_next) {

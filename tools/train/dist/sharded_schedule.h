@@ -26,11 +26,11 @@
 //                overlap batch i (the prefetch schedule of schedule.h;
 //                TorchRec's prefetch pipeline), and batch i's Relookup
 //                follows it as the cache requires.
-//   fused        sparse-dist, with the Lookup of batch i+1 pushed right
-//                after EmbeddingBackward(i), before DenseUpdate(i): it
-//                overlaps the dense all-reduce and optimizer (TorchRec's
-//                fused pipeline). Its lengths, indices and prefetch go
-//                out as in sparse-dist.
+//   fused        sparse-dist, with the Lookup of batch i+1 pushed after
+//                EmbeddingBackward(i) and AllReduceDense(i), before
+//                DenseOptimizer(i): it overlaps the dense optimizer
+//                (TorchRec's fused pipeline). Its lengths, indices and
+//                prefetch go out as in sparse-dist.
 //   semisync     the prefetch and lookup of batch i+1 pushed after
 //                DenseForward(i), before the backward of batch i: batch
 //                i+1 reads rows without batch i's update. Stale by design.
