@@ -37,6 +37,10 @@ DeviceColumnPlan View(const ShardLayout& layout, const int32_t* base) {
   plan.columns = columns;
   plan.total_dim = layout.total_dim();
   plan.local_batch = layout.local_batch();
+  plan.by_four = true;
+  for (int t = 0; t < layout.num_tables(); ++t) {
+    plan.by_four = plan.by_four && layout.dim(t) % 4 == 0;
+  }
   plan.first_column = base;
   plan.owner = plan.first_column + ranks + 1;
   plan.out_column = plan.owner + columns;

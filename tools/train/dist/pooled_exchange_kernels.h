@@ -22,6 +22,9 @@ struct DeviceColumnPlan {
   int64_t columns;  // W
   int64_t total_dim;
   int64_t local_batch;
+  // Every table's dim is a multiple of 4, so columns go in fours that stay
+  // together in both layouts (the kernels then move four at a time).
+  bool by_four;
 };
 
 // out[b, c] = the sum, in rank order, of the exchanged columns of c (the

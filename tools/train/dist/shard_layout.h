@@ -57,6 +57,7 @@ class ShardLayout {
   [[nodiscard]] int ranks() const { return static_cast<int>(shards_.size()); }
   [[nodiscard]] int num_tables() const { return tables_.num_tables(); }
   [[nodiscard]] int64_t total_dim() const { return tables_.total_dim(); }
+  [[nodiscard]] int64_t dim(int table) const { return tables_.dim(table); }
   [[nodiscard]] int64_t local_batch() const { return local_batch_; }
   [[nodiscard]] int64_t global_batch() const { return local_batch_ * ranks(); }
   // The shards rank r owns, in table order, and their columns.

@@ -198,8 +198,7 @@ void ShardedDlrm::AllReduceDense(ShardedBatch& batch) {
   // round trip a step.
   std::vector<const Tensor*> bucket = {&batch.state.loss};
   dense_.ForEachGradient([&](const std::string&, Tensor& grad) { bucket.push_back(&grad); });
-  collectives_.AllReduceSum(bucket,
-                            fmt::format("loss and gradients of step {}", batch.state.step));
+  collectives_.AllReduceSum(bucket, fmt::format("loss and gradients of step {}", batch.state.step));
 }
 
 void ShardedDlrm::DenseOptimizer(ShardedBatch& batch) {
