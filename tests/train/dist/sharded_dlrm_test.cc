@@ -18,6 +18,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -53,7 +54,21 @@ struct Outcome {
   std::vector<float> losses;
   Weights weights;
   int64_t evicted = 0;  // rows the rank's cache evicted
+  // Per step with a next batch: the stages of that batch the step pushed
+  // (Ahead).
+  std::vector<std::string> ahead;
 };
+
+// The stages of `batch` pushed so far, e.g. "lengths indices prefetch".
+std::string Ahead(const ShardedBatch& batch) {
+  std::string stages;
+  for (const auto& [pushed, name] :
+       {std::pair{batch.lengths_sent, "lengths"}, std::pair{batch.distributed, "indices"},
+        std::pair{batch.prefetched, "prefetch"}, std::pair{batch.embedded, "lookup"}}) {
+    if (pushed) stages += (stages.empty() ? "" : " ") + std::string(name);
+  }
+  return stages;
+}
 
 std::vector<float> Values(const Tensor& t) {
   t.WaitToRead();
@@ -110,6 +125,7 @@ Outcome RunRank(const std::string& engine_name, ShardedSchedule schedule, Optimi
     ShardedBatch* after_next = step + 2 < kSteps ? &ring[(step + 2) % 3] : nullptr;
     if (after_next != nullptr) upload(*after_next, step + 2);
     PushShardedStep(schedule, model, cur, next, after_next);
+    if (next != nullptr) run.ahead.push_back(Ahead(*next));
     run.losses.push_back(Values(model.Loss(cur))[0]);
   }
   if (cached) run.evicted = model.tbe().cache()->TotalStats().all.evicted;
@@ -253,6 +269,33 @@ INSTANTIATE_TEST_SUITE_P(
 // The runner ember-train --ranks uses: every step reported once, in order,
 // and the gathered state (tables at their unsharded place) equal to the
 // Trainer's bit for bit; a batch that does not split is refused.
+// What each pipeline pushes of batch i+1 within step i (sharded_schedule.h),
+// with a cache on each rank: sparse-dist its input distribution and its
+// cache prefetch, fused and semisync its lookup too; baseline nothing.
+TEST(ShardedScheduleTest, EachPipelinePushesItsShareOfTheNextBatch) {
+  const std::map<ShardedSchedule, std::string> want = {
+      {ShardedSchedule::kBaseline, ""},
+      {ShardedSchedule::kSparseDist, "lengths indices prefetch"},
+      {ShardedSchedule::kFused, "lengths indices prefetch lookup"},
+      {ShardedSchedule::kSemisync, "lengths indices prefetch lookup"}};
+  const ModelConfig config = Model(Optimizer::kAdagrad);
+  const ShardLayout layout(ParseShardPlan("0:0,1:1,2:0,3:1,4:0", config.num_tables(), 2),
+                           config.tables(), kGlobalBatch / 2);
+  for (const auto& [schedule, stages] : want) {
+    SCOPED_TRACE(std::string(ToString(schedule)));
+    InProcessCommunicatorGroup group(2);
+    std::vector<Outcome> runs(2);
+    testing::RunRankThreads(2, [&](int r) {
+      runs[r] = RunRank("ThreadedEnginePerDevice", schedule, Optimizer::kAdagrad, layout, group, r,
+                        /*cached=*/true);
+    });
+    for (const Outcome& run : runs) {
+      ASSERT_EQ(run.ahead.size(), static_cast<size_t>(kSteps - 1));
+      for (const std::string& pushed : run.ahead) EXPECT_EQ(pushed, stages);
+    }
+  }
+}
+
 TEST(TrainShardedTest, GathersTheStateOfOneProcess) {
   const ModelConfig config = Model(Optimizer::kAdagrad);
   ShardedTrainOptions options;
