@@ -1,6 +1,7 @@
 // PooledExchange's kernels (pooled_exchange_kernels.h): one thread per
-// element written, reading a column plan of a few thousand entries that
-// stays in L1/L2. Both are a pass over B_l x W floats, memory-bound.
+// element written (per four, where the plan allows: the By4 kernels),
+// reading a column plan of a few thousand entries that stays in L1/L2.
+// Both are a pass over B_l x W floats, memory-bound.
 
 #include <cstdint>
 
