@@ -281,7 +281,10 @@ TEST(ShardedScheduleTest, EachPipelinePushesItsShareOfTheNextBatch) {
   const ModelConfig config = Model(Optimizer::kAdagrad);
   const ShardLayout layout(ParseShardPlan("0:0,1:1,2:0,3:1,4:0", config.num_tables(), 2),
                            config.tables(), kGlobalBatch / 2);
-  for (const auto& [schedule, stages] : want) {
+  for (const auto& entry : want) {
+    // Not structured bindings: Clang 14 cannot capture those in a lambda.
+    const ShardedSchedule schedule = entry.first;
+    const std::string& stages = entry.second;
     SCOPED_TRACE(std::string(ToString(schedule)));
     InProcessCommunicatorGroup group(2);
     std::vector<Outcome> runs(2);
