@@ -266,9 +266,6 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(Optimizer::kSgd, Optimizer::kAdagrad, Optimizer::kAdam)),
     CaseName);
 
-// The runner ember-train --ranks uses: every step reported once, in order,
-// and the gathered state (tables at their unsharded place) equal to the
-// Trainer's bit for bit; a batch that does not split is refused.
 // What each pipeline pushes of batch i+1 within step i (sharded_schedule.h),
 // with a cache on each rank: sparse-dist its input distribution and its
 // cache prefetch, fused and semisync its lookup too; baseline nothing.
@@ -299,6 +296,9 @@ TEST(ShardedScheduleTest, EachPipelinePushesItsShareOfTheNextBatch) {
   }
 }
 
+// The runner ember-train --ranks uses: every step reported once, in order,
+// and the gathered state (tables at their unsharded place) equal to the
+// Trainer's bit for bit; a batch that does not split is refused.
 TEST(TrainShardedTest, GathersTheStateOfOneProcess) {
   const ModelConfig config = Model(Optimizer::kAdagrad);
   ShardedTrainOptions options;

@@ -155,18 +155,20 @@ void ShardedTbe::DistributeIndices(Step& step) {
   PushUnpackInput(step);
 }
 
+ops::TbeBatch ShardedTbe::OwnerBatch(Step& step) const {
+  return {&step.owner_indices, &step.owner_offsets, nullptr, layout_.global_batch()};
+}
+
 void ShardedTbe::Prefetch(Step& step) {
   if (!cache_ || step.locations) return;
-  const ops::TbeBatch owner{&step.owner_indices, &step.owner_offsets, nullptr,
-                            layout_.global_batch()};
   step.locations = cache_->NewLocations(std::max<int64_t>(step.owner_indices.numel(), 1));
-  cache_->Prefetch(owner, *step.locations);
+  cache_->Prefetch(OwnerBatch(step), *step.locations);
 }
 
 void ShardedTbe::Lookup(Step& step, Tensor& out) {
   const ShardLayout& l = layout_;
   step.owner_out = OnContext({l.global_batch(), l.owned_dim(rank_)}, DType::kF32);
-  const ops::TbeBatch owner{&step.owner_indices, &step.owner_offsets, nullptr, l.global_batch()};
+  const ops::TbeBatch owner = OwnerBatch(step);
   if (cache_) {
     Prefetch(step);
     cache_->Forward(owner, *step.locations, step.owner_out, kOwnerOptions);
@@ -222,7 +224,7 @@ ops::TbeBatch ShardedTbe::DistributeGrads(Step& step, const Tensor& grad_out) {
   // The reverse of the output's exchange: its counts swap sides.
   collectives_.AllToAllV(step.grads_send, pooled_received_, step.owner_grads, pooled_sent_,
                          fmt::format("gradients of step {}", step.number));
-  const ops::TbeBatch owner{&step.owner_indices, &step.owner_offsets, nullptr, l.global_batch()};
+  const ops::TbeBatch owner = OwnerBatch(step);
   // After any later batch's prefetch (the schedule pushed it already, if
   // at all) and before this backward: the cache's rule (docs/cache.md).
   if (cache_) cache_->Relookup(owner, *step.locations);

@@ -137,6 +137,9 @@ class ShardedTbe {
  private:
   [[nodiscard]] storage::Tensor Host(std::vector<int64_t> shape, storage::DType dtype);
   [[nodiscard]] storage::Tensor Counts(const std::vector<int64_t>& counts);
+  // The owner's batch of `step` (over the global examples), once
+  // DistributeIndices made it.
+  [[nodiscard]] ops::TbeBatch OwnerBatch(Step& step) const;
   void PushPackInput(const ops::TbeBatch& local, Step& step);
   void PushUnpackInput(Step& step);
   // Pushes the gradients' way to the owners; the owner's batch of `step`
