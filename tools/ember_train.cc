@@ -69,6 +69,9 @@ ABSL_FLAG(double, load_factor, 0.2, "rows the cache holds, as a fraction of all 
 ABSL_FLAG(int64_t, cache_bytes, 0, "a byte budget for the cache instead of --load_factor");
 ABSL_FLAG(int, prefetch_passes, 1, "multi-pass prefetch: passes over each batch's indices");
 ABSL_FLAG(std::string, policy, "lru", "cache replacement: lru or lfu");
+ABSL_FLAG(std::string, home, "auto",
+          "where the rows live on a GPU: auto (managed memory when they fit in half the GPU's "
+          "free memory, else host-mapped pinned memory), managed or mapped");
 ABSL_FLAG(std::string, dtype, "f32", "the tables' element type: f32, f16 or bf16");
 ABSL_FLAG(std::string, optimizer, "adagrad",
           "sgd, adagrad (row-wise for the tables) or adam, for dense and embeddings alike");
@@ -228,6 +231,13 @@ ember::engine::Context ParseDevice(const std::string& text) {
                     gpus == 0 ? " (use --device=cpu)" : ""));
   }
   return ember::engine::Context::GPU(id);
+}
+
+ember::cache::HomeMemory ParseHome(const std::string& text) {
+  if (text == "auto") return ember::cache::HomeMemory::kAuto;
+  if (text == "managed") return ember::cache::HomeMemory::kManaged;
+  if (text == "mapped") return ember::cache::HomeMemory::kMapped;
+  Bad(fmt::format("--home='{}' is not auto, managed or mapped", text));
 }
 
 ember::storage::DType ParseDType(const std::string& text) {
@@ -459,6 +469,7 @@ Command FromFlags() {
     Bad(fmt::format("--policy='{}' is not lru or lfu", policy));
   cache.policy =
       policy == "lfu" ? ember::cache::CachePolicy::kLfu : ember::cache::CachePolicy::kLru;
+  cache.home = ParseHome(absl::GetFlag(FLAGS_home));
   t.placement.deterministic = absl::GetFlag(FLAGS_deterministic);
 
   // The rows live in host-reachable memory, with their optimizer state.

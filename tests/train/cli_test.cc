@@ -158,6 +158,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"train", {"--schedule=fast"}, {}, "unknown schedule 'fast'; valid: baseline"},
         BadCase{"train", {"--optimizer=lion"}, {}, "unknown optimizer 'lion'"},
         BadCase{"train", {"--policy=fifo"}, {}, "--policy='fifo' is not lru or lfu"},
+        BadCase{"train", {"--home=disk"}, {}, "--home='disk' is not auto, managed or mapped"},
         BadCase{"train",
                 {"--trace=/nonexistent-dir/t.json"},
                 {},
