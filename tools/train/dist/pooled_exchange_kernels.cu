@@ -1,5 +1,5 @@
 // PooledExchange's kernels (pooled_exchange_kernels.h): one thread per
-// element written (per four, where the plan allows: the By4 kernels),
+// element written (per four, where the plan allows: the float4 forms),
 // reading a column plan of a few thousand entries that stays in L1/L2.
 // Both are a pass over B_l x W floats, memory-bound.
 
@@ -23,70 +23,55 @@ __device__ int64_t BlockIndex(const DeviceColumnPlan& plan, int64_t b, int32_t w
   return plan.local_batch * first + b * width + (w - first);
 }
 
+// A run of kWidth<V> columns moved as one: a float, or (the by-four plans)
+// a float4, where one vector load and store and one read of the plan
+// serve four columns; the one-column form spends most of its time on the
+// plan and on index arithmetic.
+template <typename V>
+constexpr int kWidth = sizeof(V) / sizeof(float);
+
+template <typename V>
+__device__ V Load(const float* at) {
+  return *reinterpret_cast<const V*>(at);
+}
+
+template <typename V>
+__device__ void Store(float* at, V v) {
+  *reinterpret_cast<V*>(at) = v;
+}
+
+__device__ float Add(float a, float b) { return __fadd_rn(a, b); }
+__device__ float4 Add(float4 a, float4 b) {
+  return {__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w)};
+}
+
+// Each output run: the sum, in plan order, of its sources' runs.
+template <typename V>
 __global__ void UnpackPooledKernel(DeviceColumnPlan plan, const float* received, float* out) {
-  const int64_t n = plan.local_batch * plan.total_dim;
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const int64_t b = i / plan.total_dim;
-    const auto c = static_cast<int32_t>(i - b * plan.total_dim);
-    const int32_t begin = plan.sources_begin[c];
-    const int32_t end = plan.sources_begin[c + 1];
-    float sum = received[BlockIndex(plan, b, plan.sources[begin])];
-    for (int32_t k = begin + 1; k < end; ++k) {
-      sum = __fadd_rn(sum, received[BlockIndex(plan, b, plan.sources[k])]);
-    }
-    out[i] = sum;
-  }
-}
-
-__global__ void PackGradsKernel(DeviceColumnPlan plan, const float* grads, float* send) {
-  const int64_t n = plan.local_batch * plan.columns;
-  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
-    int p = 0;
-    while (plan.local_batch * plan.first_column[p + 1] <= i) ++p;
-    const int64_t first = plan.first_column[p];
-    const int64_t width = plan.first_column[p + 1] - first;
-    const int64_t rest = i - plan.local_batch * first;
-    const int64_t b = rest / width;
-    const int64_t w = first + (rest - b * width);
-    send[i] = grads[b * plan.total_dim + plan.out_column[w]];
-  }
-}
-
-// The same kernels four columns a thread, for plans whose columns come in
-// fours that stay together in both layouts (every table's dim a multiple
-// of 4: DeviceColumnPlan::by_four) and 16-byte aligned buffers: one
-// vector load and store per four columns, and the plan read once for
-// them, where the one-column kernels spend most of their time on the plan
-// and on index arithmetic.
-__device__ float4 Load4(const float* at) { return *reinterpret_cast<const float4*>(at); }
-__device__ void Store4(float* at, float4 v) { *reinterpret_cast<float4*>(at) = v; }
-
-__global__ void UnpackPooledBy4Kernel(DeviceColumnPlan plan, const float* received, float* out) {
-  const int64_t per_row = plan.total_dim / 4;
+  const int64_t per_row = plan.total_dim / kWidth<V>;
   const int64_t n = plan.local_batch * per_row;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t q = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; q < n; q += stride) {
     const int64_t b = q / per_row;
-    const auto c = static_cast<int32_t>((q - b * per_row) * 4);
+    const auto c = static_cast<int32_t>((q - b * per_row) * kWidth<V>);
     const int32_t begin = plan.sources_begin[c];
     const int32_t end = plan.sources_begin[c + 1];
-    float4 sum = Load4(received + BlockIndex(plan, b, plan.sources[begin]));
+    V sum = Load<V>(received + BlockIndex(plan, b, plan.sources[begin]));
     for (int32_t k = begin + 1; k < end; ++k) {
-      const float4 v = Load4(received + BlockIndex(plan, b, plan.sources[k]));
-      sum = {__fadd_rn(sum.x, v.x), __fadd_rn(sum.y, v.y), __fadd_rn(sum.z, v.z),
-             __fadd_rn(sum.w, v.w)};
+      sum = Add(sum, Load<V>(received + BlockIndex(plan, b, plan.sources[k])));
     }
-    Store4(out + b * plan.total_dim + c, sum);
+    Store<V>(out + b * plan.total_dim + c, sum);
   }
 }
 
-__global__ void PackGradsBy4Kernel(DeviceColumnPlan plan, const float* grads, float* send) {
-  const int64_t n = plan.local_batch * plan.columns / 4;
+// Each send run: the gradient run of its example and exchanged column,
+// found from its place in the owners' blocks.
+template <typename V>
+__global__ void PackGradsKernel(DeviceColumnPlan plan, const float* grads, float* send) {
+  const int64_t n = plan.local_batch * plan.columns / kWidth<V>;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   for (int64_t q = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; q < n; q += stride) {
-    const int64_t i = q * 4;
+    const int64_t i = q * kWidth<V>;
     int p = 0;
     while (plan.local_batch * plan.first_column[p + 1] <= i) ++p;
     const int64_t first = plan.first_column[p];
@@ -94,7 +79,7 @@ __global__ void PackGradsBy4Kernel(DeviceColumnPlan plan, const float* grads, fl
     const int64_t rest = i - plan.local_batch * first;
     const int64_t b = rest / width;
     const int64_t w = first + (rest - b * width);
-    Store4(send + i, Load4(grads + b * plan.total_dim + plan.out_column[w]));
+    Store<V>(send + i, Load<V>(grads + b * plan.total_dim + plan.out_column[w]));
   }
 }
 
@@ -115,12 +100,12 @@ void LaunchUnpackPooled(const DeviceColumnPlan& plan, const float* received, flo
   if (n == 0) return;
   const auto s = static_cast<cudaStream_t>(stream);
   if (plan.by_four && Aligned16(received, out)) {
-    UnpackPooledBy4Kernel<<<Grid(n / 4), kThreads, 0, s>>>(plan, received, out);
-    CudaCheck(cudaGetLastError(), "UnpackPooledBy4Kernel launch");
-    return;
+    UnpackPooledKernel<float4><<<Grid(n / 4), kThreads, 0, s>>>(plan, received, out);
+    CudaCheck(cudaGetLastError(), "UnpackPooledKernel<float4> launch");
+  } else {
+    UnpackPooledKernel<float><<<Grid(n), kThreads, 0, s>>>(plan, received, out);
+    CudaCheck(cudaGetLastError(), "UnpackPooledKernel<float> launch");
   }
-  UnpackPooledKernel<<<Grid(n), kThreads, 0, s>>>(plan, received, out);
-  CudaCheck(cudaGetLastError(), "UnpackPooledKernel launch");
 }
 
 void LaunchPackGrads(const DeviceColumnPlan& plan, const float* grads, float* send, void* stream) {
@@ -128,12 +113,12 @@ void LaunchPackGrads(const DeviceColumnPlan& plan, const float* grads, float* se
   if (n == 0) return;
   const auto s = static_cast<cudaStream_t>(stream);
   if (plan.by_four && Aligned16(grads, send)) {
-    PackGradsBy4Kernel<<<Grid(n / 4), kThreads, 0, s>>>(plan, grads, send);
-    CudaCheck(cudaGetLastError(), "PackGradsBy4Kernel launch");
-    return;
+    PackGradsKernel<float4><<<Grid(n / 4), kThreads, 0, s>>>(plan, grads, send);
+    CudaCheck(cudaGetLastError(), "PackGradsKernel<float4> launch");
+  } else {
+    PackGradsKernel<float><<<Grid(n), kThreads, 0, s>>>(plan, grads, send);
+    CudaCheck(cudaGetLastError(), "PackGradsKernel<float> launch");
   }
-  PackGradsKernel<<<Grid(n), kThreads, 0, s>>>(plan, grads, send);
-  CudaCheck(cudaGetLastError(), "PackGradsKernel launch");
 }
 
 }  // namespace ember::train
