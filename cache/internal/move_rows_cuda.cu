@@ -112,13 +112,29 @@ __device__ void ForEachWarpCopy(int64_t count, int64_t warp, int64_t warps, Copy
 __device__ int64_t WarpOfGrid() { return (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp; }
 __device__ int64_t WarpsOfGrid() { return int64_t{gridDim.x} * blockDim.x / kWarp; }
 
-// MoveKernel's blocks: two warps, one block per SM. The link needs about
-// 100 KB in flight to run at its rate, and these warps keep several times
-// that; more warps would only hold the SMs' registers for the whole pass,
-// so that the compute kernels beside a prefetch (the step's SGEMM blocks
-// take some 52,000 of an SM's 65,536) could not start a block where
-// MoveKernel blocks sit.
-constexpr int kMoveBlockThreads = 2 * kWarp;
+// The kernels that wait on the link (MoveKernel, FillKernel,
+// WriteBackKernel) run one block per SM with kLinkRowsPerSm rows in
+// flight. The link needs about 100 KB in flight to run at its rate, and
+// these blocks keep several times that; more warps would only hold the
+// SMs' registers for the whole pass, so that the compute kernels beside a
+// prefetch (the step's SGEMM blocks take some 52,000 of an SM's 65,536)
+// could not start a block where they sit. For a mapped home this costs
+// the prefetch alone a sixth of its rate (53% of the link against 63% with
+// up to 4,096 blocks of eight warps), and gains every training schedule:
+// the pipelined steps run 15% shorter and the baseline's 2% (H100,
+// docs/benchmarks.md, "A mapped home's fills beside the step").
+constexpr int kLinkRowsPerSm = 4 * kRowsInFlight;
+
+// The threads of a link-bound block whose lanes make kCopies copies each.
+template <int kCopies>
+constexpr int kLinkBlockThreads = (kLinkRowsPerSm / kCopies) * kWarp;
+
+// MoveKernel's lanes copy a row each way: two warps a block.
+constexpr int kMoveBlockThreads = kLinkBlockThreads<2 * kRowsInFlight>;
+// FillKernel's and WriteBackKernel's copy one: four warps a block, at most
+// 64 registers a thread.
+constexpr int kFillBlockThreads = kLinkBlockThreads<kRowsInFlight>;
+constexpr int kFillBlocksPerSm = 65536 / (64 * kFillBlockThreads);
 
 // A managed home's pass: lanes 0.. write the moves' evicted rows home,
 // lanes kRowsInFlight.. fill their slots. Moves are of distinct slots, and
@@ -257,7 +273,7 @@ __global__ void GatherWriteBacksKernel(const CacheArgs cache, const uint32_t* fi
 
 // The evicted rows of a piece (sorted in `rows`, `slots`), written home
 // from their slots.
-__global__ void __launch_bounds__(kBlockThreads, 4)
+__global__ void __launch_bounds__(kFillBlockThreads, kFillBlocksPerSm)
     WriteBackKernel(const CacheArgs cache, const int64_t* rows, const uint32_t* slots,
                     const unsigned long long* count, const unsigned long long* fault_key) {
   AwaitPreviousKernel();
@@ -313,7 +329,7 @@ __device__ int64_t FindStaged(const Staged& staged, int64_t row, int row_bits) {
 // warp, or (`drains`) by the even warps while the odd ones write the staged
 // rows home: both directions of the link at once. A fill looks for its row
 // among the staged ones where they are indexed (several passes).
-__global__ void __launch_bounds__(kBlockThreads, 4)
+__global__ void __launch_bounds__(kFillBlockThreads, kFillBlocksPerSm)
     FillKernel(const CacheArgs cache, const int64_t* fill_rows, const uint32_t* fill_slots,
                const unsigned long long* fill_count, const Staged staged, bool drains, int row_bits,
                const unsigned long long* fault_key) {
@@ -361,17 +377,17 @@ void SortByHome(MissSort sort, int64_t* const rows[2], uint32_t* const positions
   SortMissesCuda(sort, op, stream);
 }
 
-// Blocks of the copy kernels for `entries` (half of FillKernel's): 32
-// entries a block, enough to keep the link busy.
-unsigned CopyGrid(int64_t entries) { return GridFor(entries, kBlockWarps * kRowsInFlight, 2048); }
+// StageKernel's blocks for `entries`: 32 entries a block. Its copies stay
+// in GPU memory but for the last pass's rows that find no staging.
+unsigned StageGrid(int64_t entries) { return GridFor(entries, kBlockWarps * kRowsInFlight, 2048); }
 
-// MoveKernel's grid: a block per SM of the cache's GPU at most
-// (kMoveBlockThreads).
-unsigned MoveGrid(const CacheArgs& cache, int64_t entries, const char* op) {
+// A link-bound kernel's grid for `entries`, at most a block per SM of the
+// cache's GPU: each of its warps takes kRowsInFlight entries at a time.
+unsigned LinkGrid(const CacheArgs& cache, int64_t entries, int block_threads, const char* op) {
   int sms = 0;
   CudaCheckForOp(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cache.device),
                  "cudaDeviceGetAttribute (multiprocessors)", op);
-  return GridFor(entries, kMoveBlockThreads / kWarp * kRowsInFlight, sms);
+  return GridFor(entries, block_threads / kWarp * kRowsInFlight, sms);
 }
 
 // The staged rows' key_starts (IndexStagedKernel).
@@ -407,11 +423,12 @@ void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int pass, const
                   cudaStream_t stream) {
   const unsigned long long* fault_key = moves.sort.fault_key;
   if (moves.fill_capacity == 0) {
-    LaunchChained("MoveKernel", op, MoveKernel, MoveGrid(cache, moves.sort.capacity, op),
-                  kMoveBlockThreads, stream, cache, PassMoves(cache, moves, pass), fault_key);
+    LaunchChained("MoveKernel", op, MoveKernel,
+                  LinkGrid(cache, moves.sort.capacity, kMoveBlockThreads, op), kMoveBlockThreads,
+                  stream, cache, PassMoves(cache, moves, pass), fault_key);
     return;
   }
-  LaunchChained("StageKernel", op, StageKernel, CopyGrid(moves.sort.capacity), kBlockThreads,
+  LaunchChained("StageKernel", op, StageKernel, StageGrid(moves.sort.capacity), kBlockThreads,
                 stream, cache, PassMoves(cache, moves, pass), moves.fills, moves.counts, fault_key);
 }
 
@@ -421,7 +438,7 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
   MissSort sort = moves.sort;
   sort.capacity = moves.piece_capacity;
   const int64_t pieces = (moves.fill_capacity + sort.capacity - 1) / sort.capacity;
-  const unsigned grid = CopyGrid(sort.capacity);
+  const unsigned grid = LinkGrid(cache, sort.capacity, kFillBlockThreads, op);
   const unsigned gather_grid = GridFor(sort.capacity, kBlockThreads, 1024);
   unsigned long long* piece_count = &moves.counts->piece;
   Staged staged;
@@ -433,7 +450,7 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
                     kBlockThreads, stream, cache, moves.fills, moves.counts, sort, piece);
       unsigned long long* write_backs = &moves.counts->write_backs;
       SortByHome(sort, sort.rows, sort.positions, write_backs, sort.capacity, op, stream);
-      LaunchChained("WriteBackKernel", op, WriteBackKernel, grid, kBlockThreads, stream, cache,
+      LaunchChained("WriteBackKernel", op, WriteBackKernel, grid, kFillBlockThreads, stream, cache,
                     sort.rows[0], sort.positions[0], write_backs, sort.fault_key);
     }
     LaunchChained("GatherFillsKernel", op, GatherFillsKernel, gather_grid, kBlockThreads, stream,
@@ -447,7 +464,7 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
       if (moves.key_starts != nullptr) IndexStaged(cache, staged, moves, op, stream);
     }
     SortByHome(sort, sort.rows, sort.positions, piece_count, sort.capacity, op, stream);
-    LaunchChained("FillKernel", op, FillKernel, 2 * grid, kBlockThreads, stream, cache,
+    LaunchChained("FillKernel", op, FillKernel, grid, kFillBlockThreads, stream, cache,
                   sort.rows[0], sort.positions[0], piece_count, staged, drains, sort.row_bits,
                   sort.fault_key);
   }
