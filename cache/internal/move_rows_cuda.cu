@@ -121,8 +121,9 @@ __device__ int64_t WarpsOfGrid() { return int64_t{gridDim.x} * blockDim.x / kWar
 // could not start a block where they sit. For a mapped home this costs
 // the prefetch alone a sixth of its rate (53% of the link against 63% with
 // up to 4,096 blocks of eight warps), and gains every training schedule:
-// the pipelined steps run 15% shorter and the baseline's 2% (H100,
-// docs/benchmarks.md, "A mapped home's fills beside the step").
+// the prefetch and fused steps run 15% shorter, the baseline's and
+// semisync's 2-3% (H100, docs/benchmarks.md, "A mapped home's fills
+// beside the step").
 constexpr int kLinkRowsPerSm = 4 * kRowsInFlight;
 
 // The threads of a link-bound block whose lanes make kCopies copies each.
