@@ -113,28 +113,22 @@ __device__ int64_t WarpOfGrid() { return (int64_t{blockIdx.x} * blockDim.x + thr
 __device__ int64_t WarpsOfGrid() { return int64_t{gridDim.x} * blockDim.x / kWarp; }
 
 // The kernels that wait on the link (MoveKernel, FillKernel,
-// WriteBackKernel) run one block per SM with kLinkRowsPerSm rows in
-// flight. The link needs about 100 KB in flight to run at its rate, and
-// these blocks keep several times that; more warps would only hold the
-// SMs' registers for the whole pass, so that the compute kernels beside a
-// prefetch (the step's SGEMM blocks take some 52,000 of an SM's 65,536)
-// could not start a block where they sit. For a mapped home this costs
-// the prefetch alone a sixth of its rate (53% of the link against 63% with
-// up to 4,096 blocks of eight warps), and gains every training schedule:
-// the prefetch and fused steps run 15% shorter, the baseline's and
-// semisync's 2-3% (H100, docs/benchmarks.md, "A mapped home's fills
-// beside the step").
-constexpr int kLinkRowsPerSm = 4 * kRowsInFlight;
-
-// The threads of a link-bound block whose lanes make kCopies copies each.
-template <int kCopies>
-constexpr int kLinkBlockThreads = (kLinkRowsPerSm / kCopies) * kWarp;
-
+// WriteBackKernel) run one block per SM with 16 rows in flight. The link
+// needs about 100 KB in flight to run at its rate, and these blocks keep
+// several times that; more warps would only hold the SMs' registers for
+// the whole pass, so that the compute kernels beside a prefetch (the
+// step's SGEMM blocks take some 52,000 of an SM's 65,536) could not start
+// a block where they sit. For a mapped home this costs the prefetch alone
+// a sixth of its rate (53% of the link against 63% with up to 4,096 blocks
+// of eight warps), and gains every training schedule: the prefetch and
+// fused steps run 15% shorter, the baseline's and semisync's 2-3% (H100,
+// docs/benchmarks.md, "A mapped home's fills beside the step").
+//
 // MoveKernel's lanes copy a row each way: two warps a block.
-constexpr int kMoveBlockThreads = kLinkBlockThreads<2 * kRowsInFlight>;
+constexpr int kMoveBlockThreads = 2 * kWarp;
 // FillKernel's and WriteBackKernel's copy one: four warps a block, at most
 // 64 registers a thread.
-constexpr int kFillBlockThreads = kLinkBlockThreads<kRowsInFlight>;
+constexpr int kFillBlockThreads = 4 * kWarp;
 constexpr int kFillBlocksPerSm = 65536 / (64 * kFillBlockThreads);
 
 // A managed home's pass: lanes 0.. write the moves' evicted rows home,
