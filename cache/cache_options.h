@@ -44,8 +44,11 @@ enum class WriteBack {
 
 // Where every row (the "home" of the rows) lives.
 enum class HomeMemory {
-  // On a GPU: managed memory when the rows fit in the GPU's free memory,
-  // host-mapped pinned memory otherwise. On the CPU: host memory.
+  // On a GPU: managed memory when the rows fit in half of the GPU's free
+  // memory, host-mapped pinned memory otherwise. On the CPU: host memory.
+  // Managed memory is the faster home: the GPU reads its random rows at
+  // the link's rate, where pinned memory larger than the GPU's address
+  // translation reach costs a translation per row (docs/cache.md, Layout).
   kAuto,
   kManaged,  // cudaMallocManaged; refused beyond the GPU's free memory
   kMapped,   // host-mapped pinned memory (cudaHostAllocMapped)
