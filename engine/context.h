@@ -34,7 +34,7 @@ enum class FnProperty : uint8_t {
   kCPUPrioritized,  // the CPU priority workers, highest priority first
   kGPUPrioritized,  // the GPU priority workers, highest priority first
   kAsync,           // must not block: runs on the thread that makes it ready
-  kDeleteVar,       // an engine-internal var deletion (see Engine::DeleteVariable)
+  kDeleteVar,       // the engine's own var deletions (Engine::DeleteVariable); pushes refuse it
   kNoSkip,          // runs even when an input carries an error
 };
 

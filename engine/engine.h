@@ -247,7 +247,8 @@ class Engine {
   virtual void Throw(VarHandle var) = 0;
 
   // Sets the calling thread's bulk size for PushSync (0 or 1: no bulking)
-  // and returns the previous one. Flushes the thread's open bulk.
+  // and returns the previous one. Flushes the thread's open bulk. NaiveEngine
+  // never bulks: its pushes return after their op ran, whatever the size.
   virtual int SetBulkSize(int size) = 0;
 
   // The number of writes of `var` that have finished.

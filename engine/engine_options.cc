@@ -94,12 +94,15 @@ EngineOptions EngineOptions::FromEnv() {
   options.gpu_stream_priorities =
       IntFromEnv("EMBER_GPU_STREAM_PRIORITIES", options.gpu_stream_priorities ? 1 : 0, 0, 1) != 0;
   if (const char* path = std::getenv("ENGINE_PROFILE")) options.profile_path = path;
-  const char* type = std::getenv("ENGINE_TYPE");
-  if (type != nullptr && *type != '\0') {
+  // MXNet's name for the variable is honoured too, so that a ported
+  // program's settings keep their meaning; Ember's own wins when both are set.
+  for (const char* variable : {"ENGINE_TYPE", "MXNET_ENGINE_TYPE"}) {
+    const char* type = std::getenv(variable);
+    if (type == nullptr || *type == '\0') continue;
     try {
-      options = ParseEngineType(type, options);
+      return ParseEngineType(type, options);
     } catch (const InvalidArgument& e) {
-      throw InvalidArgument(fmt::format("[EngineOptions::FromEnv] ENGINE_TYPE: {}", e.what()));
+      throw InvalidArgument(fmt::format("[EngineOptions::FromEnv] {}: {}", variable, e.what()));
     }
   }
   return options;

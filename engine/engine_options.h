@@ -77,7 +77,8 @@ struct EngineOptions {
   // it is destroyed (see docs/profiling.md).
   std::string profile_path;
 
-  // Options from the environment (ENGINE_TYPE, EMBER_*), defaults elsewhere.
+  // Options from the environment (ENGINE_TYPE, or MXNet's MXNET_ENGINE_TYPE
+  // when ENGINE_TYPE is unset; EMBER_*), defaults elsewhere.
   // Throws InvalidArgument naming the variable for an unknown engine name or
   // a value that is not a number in range.
   static EngineOptions FromEnv();

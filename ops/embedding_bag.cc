@@ -183,6 +183,13 @@ void CheckBatch(std::string_view op, const TbeTables& tables, const TbeBatch& ba
   }
   CheckShape(op, "batch.indices", indices, {indices.numel()});
   CheckShape(op, "batch.offsets", offsets, {tables.num_tables() * batch.batch_size + 1});
+  // With no bags no index belongs to any: they would be dropped unread.
+  if (tables.num_tables() * batch.batch_size == 0 && indices.numel() != 0) {
+    throw InvalidArgument(
+        fmt::format("[{}] the batch has no bags (batch_size {}, {} tables) but {} "
+                    "indices; the last offset must equal the number of indices",
+                    op, batch.batch_size, tables.num_tables(), indices.numel()));
+  }
   if (batch.per_sample_weights != nullptr) {
     CheckDType(op, "batch.per_sample_weights", *batch.per_sample_weights, DType::kF32);
     CheckShape(op, "batch.per_sample_weights", *batch.per_sample_weights, {indices.numel()});

@@ -108,6 +108,9 @@ bool Bulk::Append(DependencyEngine* engine, SyncFn& fn, VarList const_vars, VarL
   if (attrs.prop != FnProperty::kNormal || thread.is_worker || thread.running_op != nullptr) {
     return false;
   }
+  // An inline engine (NaiveEngine) promises that a push returns after its op
+  // ran; deferring it into a bulk would break that promise, as in MXNet.
+  if (engine->executor_->inline_dispatch()) return false;
   ThreadBulk& bulk = BulkFor(engine, engine->id_, engine->options_.bulk_size);
   if (bulk.size <= 1) return false;
   if (!bulk.open.fns.empty() && bulk.open.ctx != attrs.ctx) bulk.FlushOpen();

@@ -33,6 +33,24 @@ std::string DescribeException(const std::exception_ptr& error) {
   }
 }
 
+// A var named twice by handles of different generations (a stale handle
+// beside the current one of the reused slot) must still fail the push's
+// stale check: the merged access takes a generation no var ever has.
+void Merge(VarAccess* into, const VarAccess& repeat) {
+  into->mode = into->mode | repeat.mode;
+  if (into->generation != repeat.generation) into->generation = ~uint32_t{0};
+}
+
+// kDeleteVar marks the engine's own deletions, which run even on a failed
+// var; an op pushed with it would escape skip-on-error without deleting.
+void CheckUserProperty(const OpAttrs& attrs, std::string_view where) {
+  if (attrs.prop == FnProperty::kDeleteVar) {
+    throw InvalidArgument(fmt::format(
+        "[{}] op '{}': FnProperty::kDeleteVar is the engine's own; use Engine::DeleteVariable",
+        where, attrs.name));
+  }
+}
+
 // Merges repeated vars into one access each (a write wins). Ops name few
 // vars, so they are compared pairwise, which the branch predictor likes far
 // better than sorting them; long lists are sorted first. The order of the
@@ -47,7 +65,7 @@ void MergeRepeats(VarAccesses* accesses) {
     std::sort(begin, end, [](const VarAccess& a, const VarAccess& b) { return a.var < b.var; });
     for (VarAccess* in = begin; in < end; ++in) {
       if (out != begin && (out - 1)->var == in->var) {
-        (out - 1)->mode = (out - 1)->mode | in->mode;
+        Merge(out - 1, *in);
       } else {
         *out++ = *in;
       }
@@ -57,7 +75,7 @@ void MergeRepeats(VarAccesses* accesses) {
       VarAccess* same = begin;
       while (same < out && same->var != in->var) ++same;
       if (same < out) {
-        same->mode = same->mode | in->mode;
+        Merge(same, *in);
       } else {
         *out++ = *in;
       }
@@ -216,6 +234,7 @@ template <typename Fn>
 void DependencyEngine::PushUnchecked(Fn fn, VarList const_vars, VarList mutable_vars,
                                      const OpAttrs& attrs, std::string_view where) {
   if (!fn) throw InvalidArgument(fmt::format("[{}] op '{}': empty function", where, attrs.name));
+  CheckUserProperty(attrs, where);
   executor_->CheckContext(attrs.ctx, where, attrs.name);
   VarAccesses accesses;
   Normalize(const_vars, mutable_vars, where, attrs.name, &accesses);
@@ -253,6 +272,7 @@ OprHandle DependencyEngine::NewOperator(AsyncFn fn, VarList const_vars, VarList 
   constexpr std::string_view kWhere = "Engine::NewOperator";
   CheckUsable(kWhere);
   if (!fn) throw InvalidArgument(fmt::format("[{}] op '{}': empty function", kWhere, attrs.name));
+  CheckUserProperty(attrs, kWhere);
   // attrs.ctx and attrs.priority are not the op's: every Push names its own
   // (see engine.h), so they are not checked here either.
   VarAccesses accesses;

@@ -93,6 +93,25 @@ TEST(EngineOptionsTest, KnobsComeFromTheEnvironment) {
   EXPECT_EQ(options.profile_path, "/tmp/trace.json");
 }
 
+// A program ported from MXNet keeps its MXNET_ENGINE_TYPE; ENGINE_TYPE wins.
+TEST(EngineOptionsTest, MxnetEngineTypeIsReadWhenEngineTypeIsUnset) {
+  ScopedEnv ember_type("ENGINE_TYPE", "");
+  ScopedEnv mxnet_type("MXNET_ENGINE_TYPE", "NaiveEngine");
+  EXPECT_EQ(EngineOptions::FromEnv().type, EngineType::kNaive);
+  {
+    ScopedEnv both("ENGINE_TYPE", "ThreadedEngine");
+    EXPECT_EQ(EngineOptions::FromEnv().type, EngineType::kThreaded);
+  }
+  ScopedEnv bad("MXNET_ENGINE_TYPE", "ThreadedEnginePooled");
+  try {
+    (void)EngineOptions::FromEnv();
+    FAIL() << "no exception";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("MXNET_ENGINE_TYPE"));
+    EXPECT_THAT(e.what(), HasSubstr("'ThreadedEnginePooled'"));
+  }
+}
+
 TEST(EngineOptionsTest, DefaultIsThreadedEnginePerDevice) {
   ScopedEnv env("ENGINE_TYPE", "");
   EXPECT_EQ(EngineOptions::FromEnv().type, EngineType::kThreadedPerDevice);

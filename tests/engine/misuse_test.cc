@@ -82,6 +82,48 @@ TEST_P(MisuseTest, StaleHandleDoesNotReachAReusedSlot) {
   EXPECT_NO_THROW(engine().WaitForVar(reused));
 }
 
+// The current handle of a reused slot must not vouch for a stale one named
+// in the same op.
+TEST_P(MisuseTest, StaleHandleBesideTheCurrentOneIsRefused) {
+  VarHandle old = engine().NewVariable();
+  engine().DeleteVariable(old);
+  engine().WaitForAll();
+  VarHandle reused = engine().NewVariable();
+  if ((old.bits() & 0xFFFFFF) != (reused.bits() & 0xFFFFFF)) GTEST_SKIP() << "slot not reused";
+  bool ran = false;
+  ExpectThrowWith<InvalidArgument>(
+      [&] {
+        engine().PushSync([&ran](RunContext) { ran = true; }, {reused}, {old}, {.name = "s"});
+      },
+      {"op 's'", "stale"});
+  ExpectThrowWith<InvalidArgument>(
+      [&] { (void)engine().NewOperator([](RunContext, auto&, auto&) {}, {old}, {reused}); },
+      {"stale"});
+  engine().WaitForAll();
+  EXPECT_FALSE(ran);
+}
+
+TEST_P(MisuseTest, DeleteVarPropertyIsTheEnginesOwn) {
+  VarHandle v = engine().NewVariable();
+  const OpAttrs attrs{.prop = FnProperty::kDeleteVar, .name = "d"};
+  ExpectThrowWith<InvalidArgument>([&] { engine().PushSync([](RunContext) {}, {}, {v}, attrs); },
+                                   {"[Engine::PushSync] op 'd'", "kDeleteVar"});
+  ExpectThrowWith<InvalidArgument>(
+      [&] {
+        engine().PushAsync(
+            [](RunContext, const OnStart& s, const OnComplete& c) {
+              s();
+              c();
+            },
+            {}, {v}, attrs);
+      },
+      {"[Engine::PushAsync] op 'd'", "Engine::DeleteVariable"});
+  ExpectThrowWith<InvalidArgument>(
+      [&] { (void)engine().NewOperator([](RunContext, auto&, auto&) {}, {}, {v}, attrs); },
+      {"[Engine::NewOperator] op 'd'", "kDeleteVar"});
+  engine().WaitForAll();
+}
+
 TEST_P(MisuseTest, WaitingInsideAnOpIsAnError) {
   VarHandle other = engine().NewVariable();
   VarHandle out = engine().NewVariable();

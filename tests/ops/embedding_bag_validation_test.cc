@@ -102,6 +102,20 @@ TEST_P(ValidateTbeBatchTest, PassesGoodBatches) {
   }
 }
 
+// A batch of no bags has no indices: they would belong to no bag and be
+// dropped unread. (Its one offset is then never read, as no bag starts there.)
+TEST_P(ValidateTbeBatchTest, NoBagsMeansNoIndices) {
+  std::mt19937_64 rng(5);
+  TbeProblem p = RandomTbeProblem(rng, {9, 4}, {2, 3}, 0, 3, false, DType::kF32);
+  p.indices = {1, 2, 3};
+  p.offsets = {3};
+  for (DType index_dtype : {DType::kI32, DType::kI64}) {
+    EXPECT_THAT(ValidateError(p, index_dtype), HasSubstr("the batch has no bags (batch_size 0, 2 "
+                                                         "tables) but 3 indices"));
+    EXPECT_THAT(ForwardError(p, index_dtype), HasSubstr("[EmbeddingBagForward] the batch has no"));
+  }
+}
+
 // A good batch with one bad entry, wherever it is: an index one past its
 // table's rows or negative, in every table's first, middle and last place;
 // an offset below the one before it. The scan of a good batch is a fast
