@@ -438,7 +438,9 @@ Command FromFlags() {
   // CPU preset's 0.05 (the loss spikes over its first steps); 0.01 gave
   // held-out AUC 0.756 after 300 steps there against 0.720 after 3000.
   const double lr = Preset(FLAGS_lr, "lr", gpu, 0.01);
-  const double embedding_lr = Given("embedding_lr") ? absl::GetFlag(FLAGS_embedding_lr) : lr;
+  // 0, given or not, means --lr (the flag's help says so).
+  const double embedding_lr =
+      absl::GetFlag(FLAGS_embedding_lr) != 0.0 ? absl::GetFlag(FLAGS_embedding_lr) : lr;
   CheckRange("lr", lr, 1e-12, 1e3);
   CheckRange("embedding_lr", embedding_lr, 1e-12, 1e3);
   m.optimizer.dense_lr = static_cast<float>(lr);
@@ -548,9 +550,18 @@ Command FromFlags() {
   if (c.compare && (t.resume || !t.checkpoint_dir.empty())) {
     Bad("--compare runs every schedule from the start: it takes no --checkpoint_dir or --resume");
   }
-  if (c.compare && t.steps == 0 && d.train.kind == DataChoice::Kind::kSynthetic &&
-      d.examples == 0) {
-    Bad("--compare needs an end: --steps or --examples");
+  // The synthetic log is endless unless --examples bounds it.
+  if (t.steps == 0 && d.train.kind == DataChoice::Kind::kSynthetic && d.examples == 0) {
+    Bad(
+        fmt::format("{} needs an end: --steps=0 trains until the data ends, and the synthetic "
+                    "data has none without --examples",
+                    c.compare ? "--compare" : "the run"));
+  }
+  if (t.eval_every > 0 && d.train.kind != DataChoice::Kind::kSynthetic && !d.held_out) {
+    Bad(
+        fmt::format("--eval_every={} needs held-out data: --eval_data (only the synthetic data "
+                    "makes its own)",
+                    t.eval_every));
   }
   ReadPlanFlags(c);
   ReadRankFlags(c);

@@ -238,9 +238,13 @@ TEST(CheckpointFileTest, AWriterKilledAtAnyMomentLeavesThePreviousCheckpoint) {
     EXPECT_GE(step, last) << "an older checkpoint replaced a newer one";
     last = step;
   }
-  // The killed writers' temp files stay beside it, harmlessly.
+  // The next write removes the temp files the killed writers left, so that
+  // repeated preemptions do not fill the disk.
   WriteNumbered(path, last + 1, scratch);
   EXPECT_EQ(CheckWhole(path), last + 1);
+  for (const auto& entry : fs::directory_iterator(dir.str())) {
+    EXPECT_EQ(entry.path().filename().string(), "checkpoint.ember") << "left behind";
+  }
 }
 
 TEST(CheckpointFileTest, ATempFileNeverStandsForTheCheckpoint) {

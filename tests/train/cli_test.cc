@@ -172,6 +172,8 @@ INSTANTIATE_TEST_SUITE_P(
                 {},
                 "--checkpoint_dir '/proc/ember-ckpt': cannot be created"},
         BadCase{"train", {"--checkpoint_every=10"}, {}, "need --checkpoint_dir"},
+        BadCase{"train", {"--device=cpu", "--steps=0"}, {}, "the run needs an end: --steps=0"},
+
         BadCase{"train",
                 {"--data=criteo:/nonexistent.tsv"},
                 {},
@@ -226,6 +228,19 @@ INSTANTIATE_TEST_SUITE_P(
                 {"--ops=100"},
                 {{"ENGINE_PROFILE", "/nonexistent-dir/p.json"}},
                 "ENGINE_PROFILE '/nonexistent-dir/p.json': cannot be written"}));
+
+// Criteo data brings no held-out set of its own: an evaluation asked for
+// without --eval_data would silently never run.
+TEST(CliTest, EvalEveryWithoutHeldOutDataIsRefused) {
+  const std::string dir = TempDir("ember_cli_eval");
+  const std::string log = dir + "/day.tsv";
+  std::ofstream(log) << "1" << std::string(13, '\t') << std::string(26, '\t') << "\n";
+  const Outcome out = RunTool(
+      EMBER_TRAIN_BIN, {"--device=cpu", "--data=criteo:" + log, "--tables=26", "--eval_every=10"});
+  EXPECT_EQ(out.status, 2) << out.output;
+  EXPECT_THAT(out.output, HasSubstr("--eval_every=10 needs held-out data: --eval_data"));
+  fs::remove_all(dir);
+}
 
 TEST(CliTest, ResumeWithoutACheckpointIsRefused) {
   const std::string dir = TempDir("ember_cli_resume");

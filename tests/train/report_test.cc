@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ TEST(AucTest, MatchesHandComputedValues) {
   EXPECT_DOUBLE_EQ(RocAuc(std::vector<float>{0.9f, 0.8f, 0.1f}, std::vector<float>{1, 1, 0}), 1.0);
   EXPECT_DOUBLE_EQ(RocAuc(std::vector<float>{0.5f, 0.5f}, std::vector<float>{1, 0}), 0.5);  // a tie
   EXPECT_TRUE(std::isnan(RocAuc(std::vector<float>{0.2f, 0.3f}, std::vector<float>{1, 1})));
+  // A diverged model's NaN scores: no order, no AUC, and no endless tie scan.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(RocAuc(std::vector<float>{nan, 0.3f}, std::vector<float>{1, 0})));
+  EXPECT_TRUE(std::isnan(RocAuc(std::vector<float>{0.1f, nan, 0.9f}, std::vector<float>{1, 0, 1})));
 }
 
 TEST(MetricsTest, PercentilesInterpolateBetweenRanks) {

@@ -1,6 +1,7 @@
 #include "tools/train/auc.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <numeric>
@@ -18,6 +19,11 @@ double RocAuc(std::span<const float> scores, std::span<const float> labels) {
   if (scores.size() != labels.size()) {
     throw InvalidArgument(
         fmt::format("[RocAuc] {} scores but {} labels", scores.size(), labels.size()));
+  }
+  // A diverged model's NaN scores have no order: sorting them is undefined
+  // and the tie scan below would never pass one. Their AUC is undefined too.
+  if (std::any_of(scores.begin(), scores.end(), [](float s) { return std::isnan(s); })) {
+    return std::numeric_limits<double>::quiet_NaN();
   }
   const std::size_t n = scores.size();
   std::vector<uint32_t> order(n);

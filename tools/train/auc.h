@@ -11,7 +11,8 @@
 namespace ember::train {
 
 // Labels >= 0.5 are positives. Exact: sorts the scores (O(n log n)) and
-// ranks ties by their mean rank. NaN when either class is absent. Throws
+// ranks ties by their mean rank. NaN when either class is absent or a score
+// is NaN (a diverged model). Throws
 // InvalidArgument when the spans' sizes differ.
 [[nodiscard]] double RocAuc(std::span<const float> scores, std::span<const float> labels);
 

@@ -1,6 +1,7 @@
 #include "tools/train/checkpoint_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <bit>
@@ -281,12 +282,32 @@ class Reader {
   uint64_t offset_ = 0;
 };
 
+// Removes the temporary files that writers killed mid-write left beside
+// `target` (".NAME.tmp-PID" of a process that no longer runs), so that
+// repeated preemptions do not fill the disk with checkpoint-sized files. A
+// live writer's file, another run's in the same directory, is left alone.
+void RemoveStaleTemps(const std::filesystem::path& dir, const std::filesystem::path& target) {
+  const std::string prefix = fmt::format(".{}.tmp-", target.filename().string());
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string_view digits = std::string_view(name).substr(prefix.size());
+    pid_t pid = 0;
+    const auto [end, parsed] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+    if (parsed != std::errc() || end != digits.data() + digits.size() || pid <= 0) continue;
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::filesystem::remove(entry.path(), ec);
+  }
+}
+
 }  // namespace
 
 void WriteCheckpointFile(const std::string& path, const CheckpointHeader& header,
                          const std::vector<SectionOut>& sections) {
   const std::filesystem::path target(path);
   const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
+  RemoveStaleTemps(dir, target);
   const std::string temp =
       (dir / fmt::format(".{}.tmp-{}", target.filename().string(), ::getpid())).string();
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -89,12 +89,14 @@ class Trainer::Loop {
     recorder_.Resume();  // step times start now, not at the initialization
     try {
       TrainSteps();
+      // The checkpoint comes before the evaluation, so that held-out data
+      // that fails (a bad line, a file gone) costs no training.
+      if (!o_.checkpoint_dir.empty() && last_checkpoint_ != step_) Checkpoint();
       // A stopped run skips the final evaluation: it was asked to end.
       if (t_.held_out_ != nullptr && !result_.stopped &&
           (result_.evals.empty() || result_.evals.back().step != step_)) {
         Evaluate();
       }
-      if (!o_.checkpoint_dir.empty() && last_checkpoint_ != step_) Checkpoint();
       WaitAll();
     } catch (...) {
       // Nothing pushed is left running when the error leaves: wait for it,
@@ -208,8 +210,8 @@ class Trainer::Loop {
       position_ = cur->position;
       if (drain) {
         WaitStep(*cur);
+        if (checkpoint_due) Checkpoint();  // first: a failed evaluation loses no training
         if (eval_due) Evaluate();
-        if (checkpoint_due) Checkpoint();
         if (eval_due || checkpoint_due) recorder_.Resume();
       }
       // Progress lags a step behind the pushes, so that its wait never

@@ -1,5 +1,7 @@
 #include "tools/train/data/criteo_binary_format.h"
 
+#include <unistd.h>
+
 #include <bit>
 #include <cerrno>
 #include <cstddef>
@@ -75,7 +77,8 @@ std::vector<std::byte> EncodeCriteoBinaryHeader(const CriteoBinaryHeader& header
   Store<uint64_t>(bytes, 32, static_cast<uint64_t>(header.num_examples));
   Store<uint64_t>(bytes, 40, static_cast<uint64_t>(header.skipped_lines));
   for (int t = 0; t < header.num_tables(); ++t) {
-    Store<uint64_t>(bytes, kCriteoBinaryFixedHeader + 8 * t, static_cast<uint64_t>(header.rows[t]));
+    Store<uint64_t>(bytes, kCriteoBinaryFixedHeader + std::size_t{8} * t,
+                    static_cast<uint64_t>(header.rows[t]));
   }
   return bytes;
 }
@@ -122,7 +125,7 @@ CriteoBinaryHeader DecodeCriteoBinaryHeader(const std::string& path,
   }
   for (uint32_t t = 0; t < num_tables; ++t) {
     header.rows.push_back(
-        static_cast<int64_t>(Load<uint64_t>(bytes, kCriteoBinaryFixedHeader + 8 * t)));
+        static_cast<int64_t>(Load<uint64_t>(bytes, kCriteoBinaryFixedHeader + std::size_t{8} * t)));
   }
   const auto num_examples = Load<uint64_t>(bytes, 32);
   header.skipped_lines = static_cast<int64_t>(Load<uint64_t>(bytes, 40));
@@ -228,6 +231,9 @@ void CriteoBinaryWriter::Finish(int64_t skipped_lines) {
   };
   if (std::fseek(file_, 0, SEEK_SET) != 0) fail("seek in");
   if (std::fwrite(header.data(), 1, header.size(), file_) != header.size()) fail("write");
+  // Durable before it gets its name: a crash after the rename must not leave
+  // a converted file whose blocks never reached the disk.
+  if (std::fflush(file_) != 0 || ::fsync(::fileno(file_)) != 0) fail("sync");
   std::FILE* file = std::exchange(file_, nullptr);
   if (std::fclose(file) != 0) {
     std::remove(tmp_path_.c_str());

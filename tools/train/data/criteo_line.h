@@ -40,7 +40,7 @@ struct CriteoRecord {
   float dense[kCriteoNumDense];       // log(1 + max(x, 0))
   uint32_t sparse[kCriteoNumSparse];  // the row in table t: v mod rows[t]
 };
-static_assert(sizeof(CriteoRecord) == 4 * (1 + kCriteoNumDense + kCriteoNumSparse));
+static_assert(sizeof(CriteoRecord) == std::size_t{4} * (1 + kCriteoNumDense + kCriteoNumSparse));
 
 // What is wrong with a line: a field (1-based) and why, or the line's
 // field count (field 0). Views into the parsed line and static text.
