@@ -176,17 +176,6 @@ int CachedTbe::PassesFor(int64_t num_indices) const {
   return static_cast<int>(lo);
 }
 
-CacheLocations CachedTbe::NewLocations(int64_t max_indices) {
-  if (max_indices < 0) {
-    throw InvalidArgument(
-        fmt::format("[CachedTbe::NewLocations] max_indices {} is negative", max_indices));
-  }
-  const int64_t capacity = max_indices + (max_indices % 2);  // keeps the i64 count aligned
-  return CacheLocations(
-      Tensor::Empty(engine_, device_memory_, {2 * capacity + 2}, DType::kI32, options_.ctx),
-      capacity);
-}
-
 storage::Tensor& CachedTbe::OptimizerState(Tensor& state, int64_t elements,
                                            storage::StorageManager& memory) {
   if (!state) {

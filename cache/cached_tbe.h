@@ -40,12 +40,14 @@
 // their own, made on first use, that the backward writes); only the rows
 // move between home and slots, so the state is exact whatever is cached.
 //
-// Thread safety: the push functions are thread-safe as engine pushes are;
-// their order is the pipeline, so one thread pushes a cache's ops.
+// Thread safety: one thread pushes a cache's ops (their order is the
+// pipeline, and the cache checks it against state it keeps on the host,
+// unsynchronized); the ops it pushes run on engine workers.
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "cache/cache_options.h"
 #include "cache/cache_stats.h"
@@ -58,12 +60,36 @@ namespace ember::cache {
 
 namespace internal {
 struct CacheArgs;
+class PrefetchTicket;
+// What the steps have done with a CacheLocations, and what a step does
+// with one (cached_tbe_locations.cc).
+enum class LocationsPhase : uint8_t { kEmpty, kPrefetched, kRelookedUp, kLookedUp };
+enum class LocationsUse : uint8_t {
+  kPrefetch,
+  kLookup,
+  kRelookup,
+  kForward,
+  kBackward,
+  kInference
+};
 }  // namespace internal
+
+class CachedTbe;
 
 // One batch's row locations (var locations(i)): per index the slot holding
 // its row or a miss, then the slots the batch locked. Make one per batch in
 // flight with CachedTbe::NewLocations; reuse it once that batch's backward
 // is pushed (the engine orders the reuse).
+//
+// State model: the cache keeps, on the host, what was pushed on each
+// locations and checks every step against it at the push (UsageError,
+// nothing pushed). Empty (new) -> Prefetch -> prefetched (in flight: its
+// slots locked) -> Relookup -> relooked up -> Prefetch again, and so on;
+// LookupForInference -> looked up. Forward needs prefetched, Backward*
+// relooked up, ForwardInference any but empty; each needs the batch these
+// locations were filled for (the same indices tensor), filled since the
+// cache's last Reset. A prefetch its op refused (a bad batch) takes no
+// locks: the locations are then reusable, and its batch not in flight.
 class CacheLocations {
  public:
   CacheLocations(CacheLocations&&) noexcept = default;
@@ -72,15 +98,22 @@ class CacheLocations {
   // The most indices a batch may have.
   [[nodiscard]] int64_t capacity() const { return capacity_; }
   // i32: [capacity] slots (-1: the home row), [capacity] locked slots, and
-  // their count as one i64 (two i32) at the end.
+  // their count as one i64 (two i32) at the end. Zeroed when made.
   [[nodiscard]] const storage::Tensor& tensor() const { return tensor_; }
 
  private:
   friend class CachedTbe;
-  CacheLocations(storage::Tensor tensor, int64_t capacity)
-      : tensor_(std::move(tensor)), capacity_(capacity) {}
+  using Phase = internal::LocationsPhase;
+  CacheLocations(storage::Tensor tensor, int64_t capacity, const CachedTbe* owner)
+      : tensor_(std::move(tensor)), capacity_(capacity), owner_(owner) {}
   storage::Tensor tensor_;
   int64_t capacity_ = 0;
+  // The host's record of the pushes (cached_tbe_locations.cc).
+  const CachedTbe* owner_ = nullptr;
+  Phase phase_ = Phase::kEmpty;
+  engine::VarHandle batch_;  // the indices' var of the batch it was filled for
+  int64_t resets_ = 0;       // the cache's Reset count when it was filled
+  std::shared_ptr<internal::PrefetchTicket> ticket_;  // its prefetch's, while prefetched
 };
 
 class CachedTbe {
@@ -118,15 +151,27 @@ class CachedTbe {
   [[nodiscard]] const storage::Tensor& slots() const { return slots_; }
   [[nodiscard]] const storage::Tensor& state() const { return state_; }
 
-  // Locations for batches of up to `max_indices` indices.
+  // Empty locations for batches of up to `max_indices` indices, of this
+  // cache only.
   [[nodiscard]] CacheLocations NewLocations(int64_t max_indices);
 
   // The steps (see the table above). Each checks its arguments at the push
   // and throws InvalidArgument naming what is wrong, before anything is
   // pushed: a batch whose table count or batch size does not fit, tensors
-  // on another context, locations too small. A bad index or offset found
-  // while the op runs is the op's InvalidArgument, naming the table, the
-  // bag and the value, and changes nothing in the cache.
+  // on another context, locations too small. Then it checks the locations'
+  // state (CacheLocations) and throws UsageError, naming the step and what
+  // is wrong, for a step out of order: a Prefetch or LookupForInference
+  // into locations in flight, a Relookup of locations not in flight, a
+  // Forward or Backward* on locations never prefetched (or, for Forward,
+  // relooked up already; for Backward*, not relooked up yet), a step with
+  // another batch than the one its locations were filled for, locations of
+  // another cache, or locations filled before a Reset (the Backward of a
+  // batch relooked up before a Reset would update emptied slots: the update
+  // would be lost). A bad index or offset found while the op runs is the
+  // op's InvalidArgument, naming the table, the bag and the value, and
+  // changes nothing in the cache: the prefetch is refused (see
+  // batches_in_flight), and a Forward or Backward* on its locations, pushed
+  // once that error was reported, throws UsageError.
   void Prefetch(const ops::TbeBatch& batch, CacheLocations& locations);
   void Forward(const ops::TbeBatch& batch, const CacheLocations& locations, storage::Tensor& out,
                const ops::TbeOptions& options = {});
@@ -154,6 +199,7 @@ class CachedTbe {
   void Flush();
   // Writes every cached row back home and empties the cache. Throws
   // UsageError while a batch is in flight (prefetched, not relooked up).
+  // Locations filled before it are stale: prefetch their batch again.
   void Reset();
   // Fills free ways with `rows` (linear ids: table's first row + row; a
   // checkpoint's hot rows), in order; rows already cached and rows whose
@@ -183,12 +229,25 @@ class CachedTbe {
   // The state slot by slot, for tests and tools. Waits like the statistics.
   [[nodiscard]] CacheSnapshot Snapshot();
 
-  // Batches prefetched and not yet relooked up, in push order.
-  [[nodiscard]] int batches_in_flight() const { return in_flight_; }
+  // Batches prefetched and not yet relooked up. A prefetch that its op
+  // refused (a bad batch, or skipped for an earlier op's error) holds no
+  // locks and leaves the count once its op has run: after the wait that
+  // reported its error (a skipped one: just after), with no Relookup.
+  [[nodiscard]] int batches_in_flight() const;
 
  private:
+  using Use = internal::LocationsUse;
+
   void CheckBatch(const char* op, const ops::TbeBatch& batch,
                   const CacheLocations* locations) const;
+  // Throws UsageError when `use` of `locations` with `batch` is out of
+  // order; nothing changes.
+  void CheckUse(const char* op, Use use, const ops::TbeBatch& batch,
+                const CacheLocations& locations) const;
+  // Records a fill or a relookup pushed: the locations' new state and the
+  // batches in flight. `ticket`: a prefetch's.
+  void RecordUse(Use use, const ops::TbeBatch& batch, CacheLocations& locations,
+                 std::shared_ptr<internal::PrefetchTicket> ticket = nullptr);
   CacheStats ReadStats(bool total);
   storage::Tensor& OptimizerState(storage::Tensor& state, int64_t elements,
                                   storage::StorageManager& memory);
@@ -215,7 +274,10 @@ class CachedTbe {
   // with the ops pushed, which may outlive a step's push.
   std::shared_ptr<const internal::CacheArgs> args_;
   int64_t timestep_ = 0;  // of the last prefetch pushed
-  int in_flight_ = 0;
+  int64_t resets_ = 0;    // Resets pushed
+  // The tickets of the batches in flight (prefetched, not relooked up),
+  // refused ones included until pruned.
+  std::vector<std::shared_ptr<internal::PrefetchTicket>> in_flight_;
 };
 
 }  // namespace ember::cache

@@ -24,7 +24,9 @@ ops::TbeOptions WithMemory(ops::TbeOptions options, engine::Context ctx,
 
 void CachedTbe::Forward(const ops::TbeBatch& batch, const CacheLocations& locations,
                         storage::Tensor& out, const ops::TbeOptions& options) {
-  CheckBatch("CachedTbe::Forward", batch, &locations);
+  static constexpr char kOp[] = "CachedTbe::Forward";
+  CheckBatch(kOp, batch, &locations);
+  CheckUse(kOp, Use::kForward, batch, locations);
   const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr};
   ops::EmbeddingBagForward(tables_, home_, batch, out,
                            WithMemory(options, options_.ctx, device_memory_), &cached);
@@ -32,7 +34,9 @@ void CachedTbe::Forward(const ops::TbeBatch& batch, const CacheLocations& locati
 
 void CachedTbe::ForwardInference(const ops::TbeBatch& batch, const CacheLocations& locations,
                                  storage::Tensor& out, const ops::TbeOptions& options) {
-  CheckBatch("CachedTbe::ForwardInference", batch, &locations);
+  static constexpr char kOp[] = "CachedTbe::ForwardInference";
+  CheckBatch(kOp, batch, &locations);
+  CheckUse(kOp, Use::kInference, batch, locations);
   // Reads the state too: a prefetch pushed later (it writes the state) may
   // refill an unlocked slot, so it must wait for this forward.
   const ops::TbeCachedRows cached{&locations.tensor(), &slots_, &state_};
@@ -43,7 +47,9 @@ void CachedTbe::ForwardInference(const ops::TbeBatch& batch, const CacheLocation
 void CachedTbe::BackwardSgd(const ops::TbeBatch& batch, const CacheLocations& locations,
                             const storage::Tensor& grad_output, const ops::SgdOptions& sgd,
                             const ops::TbeOptions& options) {
-  CheckBatch("CachedTbe::BackwardSgd", batch, &locations);
+  static constexpr char kOp[] = "CachedTbe::BackwardSgd";
+  CheckBatch(kOp, batch, &locations);
+  CheckUse(kOp, Use::kBackward, batch, locations);
   const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr, &dirty_};
   ops::EmbeddingBagBackwardSgd(tables_, home_, batch, grad_output, sgd,
                                WithMemory(options, options_.ctx, device_memory_), &cached);
@@ -53,7 +59,9 @@ void CachedTbe::BackwardRowwiseAdagrad(const ops::TbeBatch& batch, const CacheLo
                                        const storage::Tensor& grad_output,
                                        const ops::RowwiseAdagradOptions& adagrad,
                                        const ops::TbeOptions& options) {
-  CheckBatch("CachedTbe::BackwardRowwiseAdagrad", batch, &locations);
+  static constexpr char kOp[] = "CachedTbe::BackwardRowwiseAdagrad";
+  CheckBatch(kOp, batch, &locations);
+  CheckUse(kOp, Use::kBackward, batch, locations);
   storage::Tensor& accumulator = MakeAccumulator();
   const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr, &dirty_};
   ops::EmbeddingBagBackwardRowwiseAdagrad(tables_, home_, accumulator, batch, grad_output, adagrad,
@@ -64,7 +72,9 @@ void CachedTbe::BackwardRowwiseAdagrad(const ops::TbeBatch& batch, const CacheLo
 void CachedTbe::BackwardAdam(const ops::TbeBatch& batch, const CacheLocations& locations,
                              const storage::Tensor& grad_output, int64_t step,
                              const ops::AdamOptions& adam, const ops::TbeOptions& options) {
-  CheckBatch("CachedTbe::BackwardAdam", batch, &locations);
+  static constexpr char kOp[] = "CachedTbe::BackwardAdam";
+  CheckBatch(kOp, batch, &locations);
+  CheckUse(kOp, Use::kBackward, batch, locations);
   MakeAdamMoments();
   const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr, &dirty_};
   ops::EmbeddingBagBackwardAdam(tables_, home_, adam_m_, adam_v_, batch, grad_output, step, adam,

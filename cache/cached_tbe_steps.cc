@@ -15,6 +15,7 @@
 #include "cache/internal/cache_arrays.h"
 #include "cache/internal/cache_kernels.h"
 #include "cache/internal/cache_push.h"
+#include "cache/internal/prefetch_ticket.h"
 #include "engine/error.h"
 #include "storage/storage.h"
 
@@ -127,8 +128,8 @@ void CachedTbe::CheckBatch(const char* op, const ops::TbeBatch& batch,
 void CachedTbe::Prefetch(const ops::TbeBatch& batch, CacheLocations& locations) {
   static constexpr char kOp[] = "CachedTbe::Prefetch";
   CheckBatch(kOp, batch, &locations);
+  CheckUse(kOp, Use::kPrefetch, batch, locations);
   const int64_t timestep = ++timestep_;
-  ++in_flight_;
   StepVars vars{{home_.var(), tables_meta_.var(), batch.indices->var(), batch.offsets->var()},
                 {state_.var(), dirty_.var(), locations.tensor().var()}};
   if (counts_) vars.writes.push_back(counts_.var());
@@ -137,32 +138,45 @@ void CachedTbe::Prefetch(const ops::TbeBatch& batch, CacheLocations& locations) 
   const BatchArgs batch_args = BatchArgsOf(batch);
   const LocationArgs where = internal::LocationsIn(locations.tensor(), locations.capacity());
   storage::StorageManager* scratch_memory = &device_memory_;
+  // The op tells the host whether it took the batch's locks (a bad batch
+  // changes nothing): see prefetch_ticket.h.
+  auto ticket = std::make_shared<internal::PrefetchTicket>();
+  auto settler = std::make_shared<internal::TicketSettler>(ticket);
   internal::PushCacheOp(
       engine_, kOp, options_.ctx, StepProperty(options_.ctx), vars,
-      [args = args_, batch_args, where, timestep, passes, scratch_memory](void* stream) {
-        if (args->device < 0) {
-          internal::PrefetchCpu(*args, batch_args, where, timestep, passes);
-          return engine::DeferredCheck();
+      [args = args_, batch_args, where, timestep, passes, scratch_memory,
+       settler](void* stream) -> engine::DeferredCheck {
+        try {
+          if (args->device < 0) {
+            internal::PrefetchCpu(*args, batch_args, where, timestep, passes);
+            settler->Settle(true);
+            return {};
+          }
+          const int64_t bytes =
+              internal::PrefetchScratchBytes(*args, batch_args.num_indices, passes);
+          storage::Buffer scratch = scratch_memory->Alloc(static_cast<std::size_t>(bytes), stream);
+          auto record = NewFaultRecord(args->device, stream);
+          internal::PrefetchCuda(*args, batch_args, where, timestep, passes, scratch.data(), bytes,
+                                 static_cast<internal::BatchFault*>(record->data()), args->device,
+                                 stream);
+          scratch.RecordUse(stream);  // reused only after this prefetch's kernels
+          return [check = FaultCheck(std::move(record), kOp), settler] {
+            std::exception_ptr error = check();
+            settler->Settle(error == nullptr);  // a bad batch changed nothing
+            return error;
+          };
+        } catch (...) {
+          settler->Settle(false);  // before the op completes with this error
+          throw;
         }
-        const int64_t bytes = internal::PrefetchScratchBytes(*args, batch_args.num_indices, passes);
-        storage::Buffer scratch = scratch_memory->Alloc(static_cast<std::size_t>(bytes), stream);
-        auto record = NewFaultRecord(args->device, stream);
-        internal::PrefetchCuda(*args, batch_args, where, timestep, passes, scratch.data(), bytes,
-                               static_cast<internal::BatchFault*>(record->data()), args->device,
-                               stream);
-        scratch.RecordUse(stream);  // reused only after this prefetch's kernels
-        return FaultCheck(std::move(record), kOp);
       });
+  RecordUse(Use::kPrefetch, batch, locations, std::move(ticket));
 }
 
 void CachedTbe::Relookup(const ops::TbeBatch& batch, CacheLocations& locations) {
   static constexpr char kOp[] = "CachedTbe::Relookup";
   CheckBatch(kOp, batch, &locations);
-  if (in_flight_ == 0) {
-    throw UsageError(fmt::format(
-        "[{}] no batch is in flight: each Relookup follows the Prefetch of its batch", kOp));
-  }
-  --in_flight_;
+  CheckUse(kOp, Use::kRelookup, batch, locations);
   const StepVars vars{{tables_meta_.var(), batch.indices->var(), batch.offsets->var()},
                       {state_.var(), locations.tensor().var()}};
   const BatchArgs batch_args = BatchArgsOf(batch);
@@ -176,11 +190,13 @@ void CachedTbe::Relookup(const ops::TbeBatch& batch, CacheLocations& locations) 
                           }
                           return engine::DeferredCheck();
                         });
+  RecordUse(Use::kRelookup, batch, locations);
 }
 
 void CachedTbe::LookupForInference(const ops::TbeBatch& batch, CacheLocations& locations) {
   static constexpr char kOp[] = "CachedTbe::LookupForInference";
   CheckBatch(kOp, batch, &locations);
+  CheckUse(kOp, Use::kLookup, batch, locations);
   const StepVars vars{
       {state_.var(), tables_meta_.var(), batch.indices->var(), batch.offsets->var()},
       {locations.tensor().var()}};
@@ -198,6 +214,7 @@ void CachedTbe::LookupForInference(const ops::TbeBatch& batch, CacheLocations& l
                                                args->device, stream);
                           return FaultCheck(std::move(record), kOp);
                         });
+  RecordUse(Use::kLookup, batch, locations);
 }
 
 void CachedTbe::Flush() {
@@ -216,10 +233,10 @@ void CachedTbe::Flush() {
 
 void CachedTbe::Reset() {
   static constexpr char kOp[] = "CachedTbe::Reset";
-  if (in_flight_ > 0) {
+  if (const int in_flight = batches_in_flight(); in_flight > 0) {
     throw UsageError(
         fmt::format("[{}] {} batch(es) in flight hold slots locked; reset after their Relookup",
-                    kOp, in_flight_));
+                    kOp, in_flight));
   }
   const StepVars vars{{tables_meta_.var()},
                       {home_.var(), state_.var(), slots_.var(), dirty_.var()}};
@@ -234,6 +251,7 @@ void CachedTbe::Reset() {
                           }
                           return engine::DeferredCheck();
                         });
+  ++resets_;  // the locations filled before name emptied slots now
 }
 
 void CachedTbe::Warm(std::span<const int64_t> rows) {

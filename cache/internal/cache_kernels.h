@@ -53,6 +53,8 @@ void WarmCpu(const CacheArgs& cache, const int64_t* rows, int64_t count, int64_t
 // `stat_count` statistics at `stats` and the LFU counts.
 void InitializeCuda(const CacheArgs& cache, const int64_t* values, int64_t count, int64_t* meta,
                     int64_t* stats, int64_t stat_count, int device, void* stream);
+// CUDA: zeroes `count` i64 values (a new CacheLocations) on `stream`.
+void ZeroCuda(int64_t* values, int64_t count, int device, void* stream);
 // Whether `home` (a GPU cache's home) is host-mapped memory rather than
 // managed memory.
 bool HomeIsMappedCuda(const void* home, int device);

@@ -123,6 +123,13 @@ void InitializeCuda(const CacheArgs& cache, const int64_t* values, int64_t count
   }
 }
 
+void ZeroCuda(int64_t* values, int64_t count, int device, void* stream) {
+  if (count == 0) return;
+  const ScopedDevice on_device(device);
+  ZeroKernel<<<GridFor(count, kBlockThreads), kBlockThreads, 0, AsStream(stream)>>>(values, count);
+  CudaCheckLaunch("ZeroKernel", "CachedTbe::NewLocations");
+}
+
 bool HomeIsMappedCuda(const void* home, int device) {
   const ScopedDevice on_device(device);
   cudaPointerAttributes attributes{};

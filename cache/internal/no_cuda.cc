@@ -37,6 +37,7 @@ void InitializeCuda(const CacheArgs&, const int64_t*, int64_t, int64_t*, int64_t
                     void*) {
   NoCuda("CachedTbe");
 }
+void ZeroCuda(int64_t*, int64_t, int, void*) { NoCuda("CachedTbe::NewLocations"); }
 bool HomeIsMappedCuda(const void*, int) { NoCuda("CachedTbe"); }
 void ReadDeviceCuda(const void*, void*, int64_t, int) { NoCuda("CachedTbe::Stats"); }
 

@@ -763,6 +763,9 @@ TEST_P(CacheCudaTest, ABadBatchFailsWithTheCpuMessageAndChangesNothing) {
   EXPECT_EQ(where_after.slot_of, where_before.slot_of) << "locations unchanged";
   EXPECT_EQ(where_after.num_locked, where_before.num_locked);
   twin.ExpectSameState("after the bad batches");
+  // The refused prefetches hold nothing: no batch is in flight, on either.
+  EXPECT_EQ(twin.gpu().batches_in_flight(), 0);
+  EXPECT_EQ(twin.cpu().batches_in_flight(), 0);
 
   // Inference checks its batch too.
   twin.Lookup(bad);
@@ -865,12 +868,21 @@ TEST_P(CacheCudaTest, DISABLED_ReportAllHitPrefetchAgainstCachedForward) {
     const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
     return took.count() / kRounds;
   };
-  const double prefetch = time_us([&] { cache.Prefetch(batch.view(), where); });
+  // Prefetches alone: each into locations of its own (a batch in flight
+  // holds its locations until its relookup), relooked up after the timing.
+  std::vector<CacheLocations> ahead;
+  for (int i = 0; i <= kRounds; ++i) ahead.push_back(cache.NewLocations(NumIndices(bags)));
+  std::size_t next = 0;
+  const double prefetch = time_us([&] { cache.Prefetch(batch.view(), ahead[next++]); });
+  for (CacheLocations& locations : ahead) cache.Relookup(batch.view(), locations);
   const double pair = time_us([&] {
     cache.Prefetch(batch.view(), where);
     cache.Relookup(batch.view(), where);
   });
+  cache.Prefetch(batch.view(), where);  // a forward reads slots its batch holds locked
   const double forward = time_us([&] { cache.Forward(batch.view(), where, out); });
+  cache.Relookup(batch.view(), where);
+  engine().WaitForAll();
   std::printf(
       "[ report ] %s, %lld indices: all-hit prefetch %.1f us, prefetch + relookup %.1f us, "
       "cached forward %.1f us\n",
