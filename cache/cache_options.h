@@ -5,8 +5,9 @@
 //
 // Sizing. The cache holds sets x 32 ways (slots), each a row of the largest
 // dim. `cache_bytes`, when set, is a budget for the slots and their state;
-// otherwise `load_factor` x the tables' total rows are cached. Either way
-// at least one set: a budget below one set is an InvalidArgument.
+// otherwise `load_factor` x the tables' total rows are cached (truncated to
+// whole rows, then rounded up to whole sets, as FBGEMM sizes its cache).
+// Either way at least one set: a budget below one set is an InvalidArgument.
 //
 // Thread safety: plain values.
 

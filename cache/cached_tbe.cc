@@ -82,8 +82,12 @@ int64_t NumSets(const ops::TbeTables& tables, const CacheOptions& options, int64
           options.cache_bytes, kWays, slot_bytes, slot_dim, kWays * slot_bytes));
     }
   } else {
-    const double rows = options.load_factor * static_cast<double>(tables.total_rows());
-    sets = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(rows / kWays)));
+    // Rows first, truncated, as FBGEMM sizes its cache: a ceiling of the
+    // product would add a set for its rounding error (3,200 rows at 0.07:
+    // 224.00000000000003 rows).
+    const auto rows =
+        static_cast<int64_t>(options.load_factor * static_cast<double>(tables.total_rows()));
+    sets = std::max<int64_t>(1, (rows + kWays - 1) / kWays);
   }
   const int64_t max_sets = std::numeric_limits<int32_t>::max() / kWays;
   if (sets > max_sets) {

@@ -415,6 +415,20 @@ TEST_P(CacheStateTest, BadShapesAreRefusedAtThePush) {
   EXPECT_EQ(cache->batches_in_flight(), 0);
 }
 
+// A load factor sizes the cache as FBGEMM does: the rows it asks for,
+// truncated, then whole sets; at least one set.
+TEST_P(CacheStateTest, ALoadFactorSizesTheCacheLikeFbgemm) {
+  const auto sets_for = [&](int64_t rows, double load_factor) {
+    CacheOptions options;
+    options.load_factor = load_factor;
+    return CachedTbe(engine(), ops::TbeTables({rows}, {4}), options).num_sets();
+  };
+  EXPECT_EQ(sets_for(3200, 0.07), 7) << "224 rows, not 224.00000000000003 rounded up";
+  EXPECT_EQ(sets_for(3201, 0.07), 7) << "224.07 rows truncate to 224: 7 whole sets";
+  EXPECT_EQ(sets_for(3200, 0.075), 8) << "240 rows: 7.5 sets, rounded up";
+  EXPECT_EQ(sets_for(100, 0.001), 1) << "at least one set";
+}
+
 TEST_P(CacheStateTest, SizesThatCannotBeACacheAreRefused) {
   CacheOptions tiny;
   tiny.cache_bytes = 1000;
