@@ -129,7 +129,9 @@ using DeferredCheck = std::function<std::exception_ptr()>;
 // OnComplete: called exactly once by an async op when it is done, with the
 // error it failed with or null, or through WithCheck. A second call throws
 // UsageError. Copyable; the op may hand it to another thread and call it
-// there.
+// there. An op whose last copy goes uncalled (it returned without calling
+// it and kept none) fails with UsageError, rather than hold its vars
+// forever.
 class OnComplete : public internal::BlockRef {
  public:
   void operator()(std::exception_ptr error = nullptr) const;

@@ -2,7 +2,11 @@
 
 #include <new>
 
+#include <fmt/format.h>
+
+#include "engine/error.h"
 #include "engine/internal/block_pool.h"
+#include "engine/internal/dependency_engine.h"
 #include "engine/internal/op_names.h"
 
 namespace ember::engine::internal {
@@ -27,6 +31,27 @@ void OprBlock::Destroy() {
   const std::size_t bytes = BytesFor(num_links);
   this->~OprBlock();
   BlockPool::Free(this, bytes);
+}
+
+// Every path that runs an op completes it while holding a reference, so an
+// op not completed when its last reference goes is an async op that
+// returned without calling on_complete and kept no copy of it: nobody can
+// complete it any more, and its vars would stay held, every wait on them
+// hanging. It fails instead, with the reason, and its waiters see that.
+void OprBlock::Release() {
+  // No other reference exists, so nothing races these.
+  if (completed.load(std::memory_order_acquire)) {
+    Destroy();
+    return;
+  }
+  completed.store(true, std::memory_order_relaxed);
+  refs.store(1, std::memory_order_relaxed);  // held through the completion
+  engine->OnOpComplete(
+      this, std::make_exception_ptr(UsageError(fmt::format(
+                "[OnComplete] async op '{}' returned without calling on_complete and kept no "
+                "copy of it: it could never complete",
+                name))));
+  Unref();
 }
 
 namespace {

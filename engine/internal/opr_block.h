@@ -95,8 +95,11 @@ struct alignas(alignof(VarLink)) OprBlock {
   static OprBlock* New(DependencyEngine* engine, std::span<const VarAccess> vars,
                        const OpAttrs& attrs);
   static OprBlock* New(DependencyEngine* engine, Operator* op, Context ctx, int priority);
-  // Frees the block (called by the last Unref).
+  // Frees the block.
   void Destroy();
+  // The last reference is gone: frees the block, after failing it if it
+  // never completed (see opr_block.cc).
+  void Release();
   // For owners outside the engine (tests): destroys on scope exit.
   struct Deleter {
     void operator()(OprBlock* block) const { block->Destroy(); }
@@ -128,7 +131,7 @@ struct alignas(alignof(VarLink)) OprBlock {
 
   void Ref() { refs.fetch_add(1, std::memory_order_relaxed); }
   void Unref() {
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) Destroy();
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) Release();
   }
 
   // The name as a C string (NVTX): every source of `name` is a

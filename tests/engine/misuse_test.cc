@@ -2,6 +2,7 @@
 // type and that its message says where and what.
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -154,6 +155,27 @@ TEST_P(MisuseTest, CompletingTwiceIsAnError) {
   tried.WaitForNotification();
   engine().WaitForAll();
   EXPECT_THAT(second_call, HasSubstr("[OnComplete] op 'twice' completed twice"));
+}
+
+// An async op that returns without calling on_complete and keeps no copy
+// of it could never complete: it fails instead of hanging its waiters.
+TEST_P(MisuseTest, AnAsyncOpThatDropsOnCompleteFailsInsteadOfHanging) {
+  VarHandle v = engine().NewVariable();
+  engine().PushAsync([](RunContext, const OnStart& on_start, const OnComplete&) { on_start(); }, {},
+                     {v}, {.name = "forgetful"});
+  ExpectThrowWith<UsageError>([&] { engine().WaitForVar(v); },
+                              {"async op 'forgetful' returned without calling on_complete"});
+  // A copy kept and dropped uncalled is the same loss.
+  engine().PushAsync(
+      [](RunContext, const OnStart&, const OnComplete& on_complete) {
+        std::thread([done = on_complete] {}).join();
+      },
+      {}, {v}, {.name = "dropped"});
+  ExpectThrowWith<UsageError>([&] { engine().WaitForAll(); }, {"async op 'dropped'"});
+  int ran = 0;  // the var is usable again
+  engine().PushSync([&ran](RunContext) { ++ran; }, {v}, {});
+  engine().WaitForAll();
+  EXPECT_EQ(ran, 1);
 }
 
 // No machine has 1000 GPUs; without any GPU (CI), gpu(0) is refused alike.
