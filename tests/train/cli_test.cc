@@ -242,6 +242,17 @@ TEST(CliTest, EvalEveryWithoutHeldOutDataIsRefused) {
   fs::remove_all(dir);
 }
 
+// The data's short last batch cannot be split into whole local batches: a
+// sharded run drops it (TorchRec's drop_last) on every rank, and says so.
+TEST(CliTest, RanksDropTheShortLastBatch) {
+  const Outcome out =
+      RunTool(EMBER_TRAIN_BIN, {"--device=cpu", "--ranks=2", "--tables=4", "--rows=500",
+                                "--batch=64", "--examples=1000", "--steps=0", "--log_every=4"});
+  ASSERT_EQ(out.status, 0) << out.output;
+  EXPECT_THAT(out.output, HasSubstr("the data's last batch holds 40 of 64 examples: dropped"));
+  EXPECT_THAT(out.output, HasSubstr("15 steps, 960 examples"));
+}
+
 TEST(CliTest, ResumeWithoutACheckpointIsRefused) {
   const std::string dir = TempDir("ember_cli_resume");
   const Outcome out = RunTool(EMBER_TRAIN_BIN, Small({"--checkpoint_dir=" + dir, "--resume"}));

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/base/device.h"
+#include "engine/base/logging.h"
 #include "engine/engine.h"
 #include "engine/error.h"
 #include "tools/train/data/loader.h"
@@ -209,9 +210,21 @@ class SliceSource final : public BatchSource {
   [[nodiscard]] std::optional<int64_t> size() const override { return global_->size(); }
   void Seek(int64_t example) override { global_->Seek(example); }
 
+  // A short last batch (the data's end) is dropped, as TorchRec's
+  // drop_last does: a sharded step exchanges whole local batches. Every
+  // rank reads the same global batches, so all drop it at the same step.
   std::optional<HostBatch> Next(const BatchMemory& memory) override {
     const std::optional<HostBatch> global = global_->Next(memory);
     if (!global) return std::nullopt;
+    if (global->batch_size < global_->batch_size()) {
+      if (rank_ == 0) {
+        Log().warn(
+            "[TrainSharded] the data's last batch holds {} of {} examples: dropped (a "
+            "sharded step takes whole batches)",
+            global->batch_size, global_->batch_size());
+      }
+      return std::nullopt;
+    }
     return SliceBatch(*memory.engine, *global, rank_, ranks_);
   }
 
