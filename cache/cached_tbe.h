@@ -170,8 +170,9 @@ class CachedTbe {
   // would be lost). A bad index or offset found while the op runs is the
   // op's InvalidArgument, naming the table, the bag and the value, and
   // changes nothing in the cache: the prefetch is refused (see
-  // batches_in_flight), and a Forward or Backward* on its locations, pushed
-  // once that error was reported, throws UsageError.
+  // batches_in_flight), and a Forward or Backward* on its locations is
+  // skipped with that error while it is unreported, and fails with a
+  // UsageError (at the wait, as an op's error) after.
   void Prefetch(const ops::TbeBatch& batch, CacheLocations& locations);
   void Forward(const ops::TbeBatch& batch, const CacheLocations& locations, storage::Tensor& out,
                const ops::TbeOptions& options = {});
@@ -241,9 +242,13 @@ class CachedTbe {
   void CheckBatch(const char* op, const ops::TbeBatch& batch,
                   const CacheLocations* locations) const;
   // Throws UsageError when `use` of `locations` with `batch` is out of
-  // order; nothing changes.
+  // order; nothing changes. A read of locations whose prefetch its op
+  // refused is not out of order but fails as an op (GuardRefusedRead).
   void CheckUse(const char* op, Use use, const ops::TbeBatch& batch,
                 const CacheLocations& locations) const;
+  // Fails, as an op, the read of locations whose prefetch its op refused
+  // (cached_tbe_locations.cc).
+  void GuardRefusedRead(const char* op, const CacheLocations& where) const;
   // Records a fill or a relookup pushed: the locations' new state and the
   // batches in flight. `ticket`: a prefetch's.
   void RecordUse(Use use, const ops::TbeBatch& batch, CacheLocations& locations,

@@ -36,6 +36,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -161,13 +162,12 @@ void CachedTbe::CheckUse(const char* op, Use use, const ops::TbeBatch& batch,
         "tensor): each step of batch i takes batch i and its locations",
         op));
   }
-  // A Relookup closes a refused prefetch too (invariant 2): only reads are
-  // refused. Before the op ran, the engine skips them for its error.
+  // A Relookup closes a refused prefetch too (invariant 2); a read would
+  // read slots the locations do not name, Reset or not. Last: a push that
+  // throws pushes nothing.
   if (refused && use != Use::kRelookup) {
-    throw UsageError(fmt::format(
-        "[{}] the Prefetch of this batch was refused (its error was reported by a wait): the "
-        "locations name no slot; prefetch a good batch into them",
-        op));
+    GuardRefusedRead(op, where);
+    return;
   }
   if (where.resets_ != resets_) {
     throw UsageError(fmt::format(
@@ -175,6 +175,24 @@ void CachedTbe::CheckUse(const char* op, Use use, const ops::TbeBatch& batch,
         "{}; prefetch (and relook up) the batch again, or Reset after its Backward",
         op, use == Use::kBackward ? "the update would be lost" : "the rows read would be wrong"));
   }
+}
+
+// The prefetch's error may not be reported yet (the op refused its ticket
+// as it failed; the schedule pushes on without waiting), and then the read
+// must be skipped with that error, as the engine skips any reader of a
+// failed op's output: so the refusal is an op, not a throw at the push. It
+// writes the locations, so the read after it inherits its outcome: while
+// the prefetch's error is live on them, the guard inherits that error and
+// passes it on unrun; once a wait has reported it, the guard runs and fails
+// the read with this UsageError.
+void CachedTbe::GuardRefusedRead(const char* op, const CacheLocations& where) const {
+  const std::string message = fmt::format(
+      "[{}] the Prefetch of this batch was refused (a bad batch, reported before): the "
+      "locations name no slot; prefetch a good batch into them",
+      op);
+  engine_.PushSync([message](engine::RunContext) { throw UsageError(message); }, {},
+                   {where.tensor().var()},
+                   {.ctx = engine::Context::CPU(), .name = "CachedTbe::RefusedPrefetchGuard"});
 }
 
 void CachedTbe::RecordUse(Use use, const ops::TbeBatch& batch, CacheLocations& where,

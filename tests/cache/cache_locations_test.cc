@@ -173,15 +173,46 @@ TEST_P(CacheLocationsTest, APrefetchRefusedForABadIndexLeavesNothingInFlight) {
   EXPECT_THROW(engine().WaitForAll(), InvalidArgument);
   EXPECT_EQ(cache->batches_in_flight(), 0);
   EXPECT_NO_THROW(cache->Reset());
+  // A read of its locations, once its error was reported, fails as an op.
   Tensor out = Out();
-  ExpectRefused([&] { cache->Forward(bad.view(), where, out); }, "[CachedTbe::Forward]",
-                "the Prefetch of this batch was refused");
+  cache->Forward(bad.view(), where, out);
+  try {
+    engine().WaitForVar(out.var());
+    ADD_FAILURE() << "the read of a refused prefetch ran";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("[CachedTbe::Forward] the Prefetch of this batch was refused"));
+  }
   cache->Prefetch(good.view(), where);  // the locations are free
   EXPECT_EQ(cache->batches_in_flight(), 1);
   cache->Relookup(good.view(), where);
   EXPECT_EQ(cache->batches_in_flight(), 0);
   EXPECT_TRUE(NoLocks(*cache));
   engine().WaitForAll();
+}
+
+// A schedule pushes on after a prefetch that its op refused, before any
+// wait: the batch's Forward is then skipped with the prefetch's own error,
+// which the wait reports (not a UsageError at the push).
+TEST_P(CacheLocationsTest, AReadOfARefusedPrefetchBeforeItsWaitCarriesItsError) {
+  auto cache = MakeCache();
+  Batch bad = OneBag({1}, {4, 500});
+  CacheLocations where = cache->NewLocations(3);
+  cache->Prefetch(bad.view(), where);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (cache->batches_in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the op has failed
+  }
+  ASSERT_EQ(cache->batches_in_flight(), 0);
+  Tensor out = Out();
+  cache->Forward(bad.view(), where, out);
+  try {
+    engine().WaitForVar(out.var());
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("[CachedTbe::Prefetch]"));
+    EXPECT_THAT(e.what(), HasSubstr("index 500 is out of range"));
+  }
+  EXPECT_NO_THROW(engine().WaitForAll()) << "that error is reported once";
 }
 
 // The schedule's Relookup of the bad batch, pushed before any wait, closes
