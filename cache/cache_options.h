@@ -29,7 +29,13 @@ inline int64_t CacheSlotBytes(int64_t dim, storage::DType dtype) {
 
 enum class CachePolicy {
   kLru,  // evict the way used longest ago
-  kLfu,  // evict the way whose row was used least often (per-row counts), then the oldest
+  // FBGEMM's LFU: each row counts its indices (every index of every
+  // prefetched batch, since creation or the last Reset); a miss is
+  // inserted only over a way whose row counts no more than it (an empty
+  // way always), the set's misses with the largest counts first against
+  // the least used ways first (then the oldest). Other misses are conflict
+  // misses, read and updated at home.
+  kLfu,
 };
 
 // What goes home from a slot when its row is evicted, and at a flush.

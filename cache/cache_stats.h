@@ -6,7 +6,8 @@
 //
 // Counts are of rows of a batch, each the first time a timestep uses it
 // (a multi-pass prefetch counts a row again only if it missed the cache in
-// an earlier pass too); `requested` counts indices.
+// an earlier pass too); `requested` and `conflict_miss_indices` count
+// indices.
 //
 // Thread safety: plain values.
 
@@ -16,14 +17,20 @@
 namespace ember::cache {
 
 struct CacheCounts {
-  int64_t requested = 0;        // indices looked up
-  int64_t unique = 0;           // distinct rows
-  int64_t unique_misses = 0;    // of those, not cached when looked up
-  int64_t inserted = 0;         // rows filled into the cache
-  int64_t evicted = 0;          // rows evicted (and written back home, WriteBack says which)
-  int64_t conflict_misses = 0;  // misses left uncached: no way of their set was free
-  int64_t bytes_to_cache = 0;   // home -> cache
-  int64_t bytes_to_home = 0;    // cache -> home (write-backs)
+  int64_t requested = 0;      // indices looked up
+  int64_t unique = 0;         // distinct rows
+  int64_t unique_misses = 0;  // of those, not cached when looked up
+  int64_t inserted = 0;       // rows filled into the cache
+  int64_t evicted = 0;        // rows evicted (and written back home, WriteBack says which)
+  // Conflict misses: missed rows left uncached (no way of their set was
+  // free, or, with LFU, each free way's row was used more often), read and
+  // updated at their home rows. FBGEMM's num_conflict_unique_misses counts
+  // the rows and its num_conflict_misses their indices (repeats included),
+  // as these two do.
+  int64_t unique_conflict_misses = 0;  // distinct rows
+  int64_t conflict_miss_indices = 0;   // their indices, repeats included
+  int64_t bytes_to_cache = 0;          // home -> cache
+  int64_t bytes_to_home = 0;           // cache -> home (write-backs)
 
   // Distinct rows found in the cache: 1 - unique_misses / unique (1 with
   // no rows).

@@ -107,7 +107,8 @@ CacheCounts& CacheCounts::operator+=(const CacheCounts& other) {
   unique_misses += other.unique_misses;
   inserted += other.inserted;
   evicted += other.evicted;
-  conflict_misses += other.conflict_misses;
+  unique_conflict_misses += other.unique_conflict_misses;
+  conflict_miss_indices += other.conflict_miss_indices;
   bytes_to_cache += other.bytes_to_cache;
   bytes_to_home += other.bytes_to_home;
   return *this;
@@ -213,10 +214,15 @@ CacheStats CachedTbe::ReadStats(bool total) {
   CacheStats stats;
   auto counts_at = [&](int row) {
     const int64_t* f = &raw[static_cast<std::size_t>(row) * internal::kStatFields];
-    return CacheCounts{f[internal::kRequested],    f[internal::kUnique],
-                       f[internal::kUniqueMisses], f[internal::kInserted],
-                       f[internal::kEvicted],      f[internal::kConflictMisses],
-                       f[internal::kBytesToCache], f[internal::kBytesToHome]};
+    return CacheCounts{.requested = f[internal::kRequested],
+                       .unique = f[internal::kUnique],
+                       .unique_misses = f[internal::kUniqueMisses],
+                       .inserted = f[internal::kInserted],
+                       .evicted = f[internal::kEvicted],
+                       .unique_conflict_misses = f[internal::kUniqueConflictMisses],
+                       .conflict_miss_indices = f[internal::kConflictMissIndices],
+                       .bytes_to_cache = f[internal::kBytesToCache],
+                       .bytes_to_home = f[internal::kBytesToHome]};
   };
   for (int t = 0; t < tables_.num_tables(); ++t) stats.tables.push_back(counts_at(t));
   stats.all = counts_at(tables_.num_tables());

@@ -14,7 +14,7 @@
 //   Backward*(i)     slots, dirty, home, optimizer state
 //                                                  locations(i), batch(i), grad(i)
 //   Flush            home, dirty                   state, slots
-//   Reset            home, state, slots, dirty
+//   Reset            home, state, slots, dirty (and LFU's counts)
 //   Warm             state, slots, dirty           home
 //   LookupForInference  locations                  state, batch
 //   ForwardInference    out                        home, slots, state, locations, batch
@@ -198,7 +198,9 @@ class CachedTbe {
 
   // Writes every cached row back home; the cache stays valid.
   void Flush();
-  // Writes every cached row back home and empties the cache. Throws
+  // Writes every cached row back home, empties the cache and, with
+  // CachePolicy::kLfu, zeroes every row's count (as FBGEMM's
+  // reset_cache_states). Throws
   // UsageError while a batch is in flight (prefetched, not relooked up).
   // Locations filled before it are stale: prefetch their batch again.
   void Reset();
@@ -229,6 +231,11 @@ class CachedTbe {
 
   // The state slot by slot, for tests and tools. Waits like the statistics.
   [[nodiscard]] CacheSnapshot Snapshot();
+  // CachePolicy::kLfu's count of each row ([total_rows] i64 at home, by
+  // linear id: the indices of every prefetch since the cache was made or
+  // last Reset), a var that Prefetch and Reset write; an empty tensor under
+  // LRU. For tests and tools: read it after a wait on its var.
+  [[nodiscard]] const storage::Tensor& lfu_counts() const { return counts_; }
 
   // Batches prefetched and not yet relooked up. A prefetch that its op
   // refused (a bad batch, or skipped for an earlier op's error) holds no

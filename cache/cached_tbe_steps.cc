@@ -238,8 +238,8 @@ void CachedTbe::Reset() {
         fmt::format("[{}] {} batch(es) in flight hold slots locked; reset after their Relookup",
                     kOp, in_flight));
   }
-  const StepVars vars{{tables_meta_.var()},
-                      {home_.var(), state_.var(), slots_.var(), dirty_.var()}};
+  StepVars vars{{tables_meta_.var()}, {home_.var(), state_.var(), slots_.var(), dirty_.var()}};
+  if (counts_) vars.writes.push_back(counts_.var());  // LFU's counts start again from zero
   internal::PushCacheOp(engine_, kOp, options_.ctx, engine::FnProperty::kNormal, vars,
                         [args = args_](void* stream) {
                           if (args->device < 0) {

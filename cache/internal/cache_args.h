@@ -12,7 +12,7 @@
 //    (the largest dim), the home's dtype; slot s of set q is q * kWays + w.
 //  - State (var cache_state): per slot a tag (the linear id it holds, or
 //    kEmpty), a timestamp (the last timestep that used it) and a lock count;
-//    with LFU, per row an access count (in home memory: one per row).
+//    with LFU, per row the number of its indices prefetched (in home memory).
 //  - Dirty flags (var cache_dirty): per slot 1 when a backward updated its
 //    row since the row was filled, so that its home row is stale.
 //  - Locations (var locations(i), one per batch in flight): per index of the
@@ -36,9 +36,16 @@
 //     reads them. What it writes (unlocked slots, home rows of evicted
 //     rows) no op in flight reads.
 //  4. Victims: LRU, the oldest timestamp first; LFU, the smallest count of
-//     the cached row first, then the oldest; ties by way. Misses of a set
-//     are inserted in increasing linear id; a miss left without a victim is
-//     a conflict miss and is read and updated at its home row. Both
+//     the cached row first (-1 for an empty way), then the oldest; ties by
+//     way. A set's distinct missed rows are paired with its victims in
+//     order: LRU, in increasing linear id, each inserted; LFU (FBGEMM's),
+//     in decreasing count (ties in increasing linear id), the r-th inserted
+//     only if the r-th victim's count is no larger than its own (so an
+//     empty way always). LFU's counts (per row) grow by every index of a
+//     pass before its misses are paired. A miss not inserted is a conflict
+//     miss and is read and updated at its home row, unless a later pass of
+//     the same prefetch admits its row (LFU: its count grew): every index's
+//     location is the one its row has after the last pass. Both
 //     implementations follow this order, so they agree bit for bit.
 //  5. A slot's home row is stale only where its dirty flag is set: the
 //     backward sets it for each slot whose row it updates; a fill, a flush
@@ -88,14 +95,15 @@ inline constexpr int kStatTallies = 32;
 
 // Statistics, per table (T rows) then one row of totals, kStatFields each.
 enum StatField : int {
-  kRequested = 0,   // indices looked up
-  kUnique,          // distinct rows, first use in this timestep
-  kUniqueMisses,    // of those, not in the cache when looked up
-  kInserted,        // rows filled into a slot
-  kEvicted,         // rows evicted
-  kConflictMisses,  // misses left without a victim
-  kBytesToCache,    // bytes copied home -> slots
-  kBytesToHome,     // bytes written back slots -> home
+  kRequested = 0,         // indices looked up
+  kUnique,                // distinct rows, first use in this timestep
+  kUniqueMisses,          // of those, not in the cache when looked up
+  kInserted,              // rows filled into a slot
+  kEvicted,               // rows evicted
+  kUniqueConflictMisses,  // distinct missed rows left without a slot (conflict misses)
+  kConflictMissIndices,   // their indices (repeats included): read and updated at home
+  kBytesToCache,          // bytes copied home -> slots
+  kBytesToHome,           // bytes written back slots -> home
   kStatFields,
 };
 

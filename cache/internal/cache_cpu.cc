@@ -66,11 +66,25 @@ std::vector<int64_t> Victims(const CacheArgs& cache, int64_t set, int64_t timest
   return victims;
 }
 
-// One pass over indices [begin, end): hits, misses and insertions, then
-// the pass's locations.
+// The order in which a set's distinct missed rows (in increasing linear id)
+// are offered the set's victims (invariant 4): LRU, as they come; LFU, the
+// largest count first, ties in increasing linear id.
+void OrderCandidates(const CacheArgs& cache, std::vector<int64_t>& rows) {
+  if (cache.policy != Policy::kLfu) return;
+  std::stable_sort(rows.begin(), rows.end(),
+                   [&](int64_t a, int64_t b) { return cache.counts[a] > cache.counts[b]; });
+}
+
+// One pass over indices [begin, end): LFU's counts (every index), hits,
+// misses and insertions.
 void PrefetchPass(const CacheArgs& cache, const std::vector<int64_t>& linear, int64_t begin,
                   int64_t end, const LocationArgs& where, int64_t timestep) {
-  for (int64_t k = begin; k < end; ++k) Count(cache, TableOf(cache, linear[k]), kRequested, 1);
+  for (int64_t k = begin; k < end; ++k) {
+    Count(cache, TableOf(cache, linear[k]), kRequested, 1);
+    // As FBGEMM's lfu_update_counts: every index of the batch, before the
+    // misses are offered ways, so that a candidate's count includes it.
+    if (cache.policy == Policy::kLfu) ++cache.counts[linear[k]];
+  }
   std::vector<std::pair<int64_t, int64_t>> misses;  // (set, row)
   for (const int64_t row : DistinctRows(linear, begin, end)) {
     const int table = TableOf(cache, row);
@@ -81,27 +95,38 @@ void PrefetchPass(const CacheArgs& cache, const std::vector<int64_t>& linear, in
       ++cache.locks[slot];
       where.locked[(*where.num_locked)++] = static_cast<int32_t>(slot);
       Count(cache, table, kUnique, 1);
-      if (cache.policy == Policy::kLfu) ++cache.counts[row];
       continue;
     }
     Count(cache, table, kUnique, 1);
     Count(cache, table, kUniqueMisses, 1);
-    if (cache.policy == Policy::kLfu) ++cache.counts[row];
     misses.push_back({SetOf(row, cache.num_sets), row});
   }
   std::sort(misses.begin(), misses.end());  // by set, then by row
   for (std::size_t i = 0; i < misses.size();) {
     const int64_t set = misses[i].first;
     const std::vector<int64_t> victims = Victims(cache, set, timestep);
-    std::size_t used = 0;
-    for (; i < misses.size() && misses[i].first == set; ++i) {
-      const int64_t row = misses[i].second;
+    // The victims' keys before this set's inserts change them (LFU's
+    // admission compares the r-th candidate with the r-th victim).
+    std::vector<VictimOrder> victim_keys(victims.size());
+    std::transform(victims.begin(), victims.end(), victim_keys.begin(),
+                   [&](int64_t slot) { return VictimKey(cache, slot); });
+    std::vector<int64_t> candidates;
+    for (; i < misses.size() && misses[i].first == set; ++i) candidates.push_back(misses[i].second);
+    OrderCandidates(cache, candidates);
+    for (std::size_t r = 0; r < candidates.size(); ++r) {
+      const int64_t row = candidates[r];
       const int table = TableOf(cache, row);
-      if (used == victims.size()) {
-        Count(cache, table, kConflictMisses, 1);
+      // LFU admits a row only over a victim used no more often (an empty
+      // way counts -1): FBGEMM's lfu_cache_insert_kernel. Candidates come
+      // in decreasing count and victims in increasing count, so the rows
+      // admitted are a prefix of the candidates.
+      const bool admitted = r < victims.size() && (cache.policy != Policy::kLfu ||
+                                                   victim_keys[r].count <= cache.counts[row]);
+      if (!admitted) {
+        Count(cache, table, kUniqueConflictMisses, 1);  // its indices: at the prefetch's end
         continue;
       }
-      const int64_t slot = victims[used++];
+      const int64_t slot = victims[r];
       if (cache.tags[slot] != kEmpty) Evict(cache, slot);
       CopyRow(cache, HomeRow(cache, row), SlotRow(cache, slot), cache.dims[table]);
       cache.dirty[slot] = 0;
@@ -112,9 +137,6 @@ void PrefetchPass(const CacheArgs& cache, const std::vector<int64_t>& linear, in
       Count(cache, table, kInserted, 1);
       Count(cache, table, kBytesToCache, RowBytes(cache, table));
     }
-  }
-  for (int64_t k = begin; k < end; ++k) {
-    where.slot_of[k] = static_cast<int32_t>(std::max<int64_t>(kMiss, FindSlot(cache, linear[k])));
   }
 }
 
@@ -131,6 +153,17 @@ void PrefetchCpu(const CacheArgs& cache, const BatchArgs& batch, const LocationA
   const int64_t chunk = passes <= 1 ? n : (n + passes - 1) / passes;
   for (int64_t begin = 0; begin < n; begin += std::max<int64_t>(chunk, 1)) {
     PrefetchPass(cache, linear, begin, std::min(n, begin + chunk), where, timestep);
+  }
+  // Every index's location once the passes are done: with LFU, a row that
+  // one pass left at home may be admitted by a later pass (its count grew),
+  // and then all its indices read its slot (a backward of the batch before,
+  // relooked up after this prefetch, updates that slot, not the home row).
+  // The indices left at home are the conflict misses' (FBGEMM counts them
+  // after its populate, repeats included).
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t slot = FindSlot(cache, linear[k]);
+    where.slot_of[k] = static_cast<int32_t>(std::max<int64_t>(kMiss, slot));
+    if (slot < 0) Count(cache, TableOf(cache, linear[k]), kConflictMissIndices, 1);
   }
 }
 
@@ -164,6 +197,8 @@ void ResetCpu(const CacheArgs& cache) {
   std::fill(cache.timestamps, cache.timestamps + slots, int64_t{-1});
   std::fill(cache.locks, cache.locks + slots, 0);
   std::fill(cache.dirty, cache.dirty + slots, 0);
+  // As FBGEMM's reset_cache_states: LFU's counts start again from zero.
+  if (cache.counts != nullptr) std::fill(cache.counts, cache.counts + cache.total_rows, 0);
 }
 
 void WarmCpu(const CacheArgs& cache, const int64_t* rows, int64_t count, int64_t timestep) {

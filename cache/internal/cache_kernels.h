@@ -41,8 +41,8 @@ void LookupCpu(const CacheArgs& cache, const BatchArgs& batch, const LocationArg
 // Writes every cached row (or, under WriteBack::kDirtyRows, every dirty
 // one) back to its home row and marks it clean; the cache stays valid.
 void FlushCpu(const CacheArgs& cache);
-// Empties every slot and clears its flag (after a flush). REQUIRES: no
-// lock held.
+// Empties every slot and clears its flag (after a flush), and zeroes LFU's
+// counts (as FBGEMM's reset_cache_states). REQUIRES: no lock held.
 void ResetCpu(const CacheArgs& cache);
 // Fills empty ways with the given rows (linear ids, valid and distinct),
 // in order, skipping rows already cached and rows whose set is full.

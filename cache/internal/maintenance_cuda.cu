@@ -1,6 +1,7 @@
 // The cache's upkeep on the GPU (cache_kernels.h): InitializeCuda,
-// ReadDeviceCuda, FlushCuda, ResetCuda and WarmCuda, with the semantics of
-// their CPU twins (cache_cpu.cc, cache_arrays.cc).
+// ReadDeviceCuda, FlushCuda, ResetCuda (which zeroes LFU's counts too) and
+// WarmCuda, with the semantics of their CPU twins (cache_cpu.cc,
+// cache_arrays.cc).
 //
 // Flush moves every cached row (or every dirty one) home with a warp per
 // slot (rows in 16-byte words where aligned). Warm is the one sequential
@@ -154,8 +155,14 @@ void FlushCuda(const CacheArgs& cache, int device, void* stream) {
 void ResetCuda(const CacheArgs& cache, int device, void* stream) {
   const ScopedDevice on_device(device);
   const int64_t slots = cache.num_sets * kWays;
-  EmptySlotsKernel<<<GridFor(slots, kBlockThreads), kBlockThreads, 0, AsStream(stream)>>>(cache);
+  const cudaStream_t s = AsStream(stream);
+  EmptySlotsKernel<<<GridFor(slots, kBlockThreads), kBlockThreads, 0, s>>>(cache);
   CudaCheckLaunch("EmptySlotsKernel", "CachedTbe::Reset");
+  if (cache.counts != nullptr) {  // LFU's counts start again (FBGEMM's reset_cache_states)
+    ZeroKernel<<<GridFor(cache.total_rows, kBlockThreads), kBlockThreads, 0, s>>>(cache.counts,
+                                                                                  cache.total_rows);
+    CudaCheckLaunch("ZeroKernel (LFU counts)", "CachedTbe::Reset");
+  }
 }
 
 void WarmCuda(const CacheArgs& cache, const int64_t* rows, int64_t count, int64_t timestep,

@@ -13,8 +13,9 @@
 //        row's set (32 tags, two cache lines) in one load. A hit is taken
 //        by the one thread whose atomicCAS moves the slot's timestamp to
 //        this timestep (none, when an earlier pass did): it locks the slot,
-//        lists it in `locked` and counts the row as unique (and LFU's
-//        count). A miss appends its row and position to the miss list.
+//        lists it in `locked` and counts the row as unique. A miss appends
+//        its row and position to the miss list. LFU: every index adds one
+//        to its row's count (the lanes of a row in one atomic), hit or miss.
 //     b. Group only the misses by set (miss_sort_cuda.cu): by (set, row),
 //        or by set alone where no set has more than 31; one launch, which
 //        returns at once when nothing missed.
@@ -22,18 +23,25 @@
 //        the set's eligible ways by VictimKey (WarpVictimOrder) and a run
 //        that fits in its lanes by row (WarpSortMisses), walks the
 //        run's distinct rows in increasing id, counts each (unique,
-//        unique_misses, LFU's count), gives the first ones the victims in
-//        order (each slot its new tag, timestamp and lock) and counts the
-//        rest as conflict misses; writes the locations of the run's indices
+//        unique_misses), gives the first ones the victims in order (each
+//        slot its new tag, timestamp and lock) and counts the rest (rows
+//        and their indices) as conflict misses. LFU (its own kernel) first
+//        ranks the run's distinct rows by count, keeping the best 32 over
+//        the run's windows (PairLfuRun), admits the r-th over the r-th
+//        victim where that one's count is no larger, and then, walking the
+//        run, finds each row among the admitted by a binary search across
+//        the warp. Both write the locations of the run's indices
 //        and lists each fill (slot, evicted row) as a move. Sets are
 //        independent (a row lives in one set; a victim is cached, a miss is
 //        not), so warps need no ordering among themselves.
 //     d. The pass's rows (MovePassRows, move_rows_cuda.cuh): a managed
 //        home's moved both ways; a mapped home's evicted rows taken out of
 //        their slots, its fills deferred.
-//  4. A mapped home's deferred fills, sorted into home order, copied in
+//  4. LFU with several passes: the indices an earlier pass left at home
+//     whose row a later pass admitted get its slot (RelocateKernel).
+//  5. A mapped home's deferred fills, sorted into home order, copied in
 //     while the staged rows go home (FinishMoves).
-//  5. Sum the statistics' tallies (FinishKernel).
+//  6. Sum the statistics' tallies (FinishKernel).
 // The result equals PrefetchCpu's in every slot, tag, timestamp, lock,
 // location and statistic; only the order of `locked` may differ.
 //
@@ -186,9 +194,16 @@ __global__ void __launch_bounds__(kBlockThreads)
     first_use = seen != now && atomicCAS(stamp, seen, now) == seen;
     where.slot_of[k] = static_cast<int32_t>(slot);
   }
-  if (first_use) {
-    cache.locks[slot] += 1;
-    if (cache.policy == Policy::kLfu) cache.counts[row] += 1;
+  if (first_use) cache.locks[slot] += 1;
+  if (cache.policy == Policy::kLfu) {
+    // LFU counts every index, hit or miss (FBGEMM's lfu_update_counts),
+    // before the insert reads the counts: the lanes of a row add their
+    // number at once, from the lowest of them.
+    const unsigned peers = __match_any_sync(kFullMask, valid ? row : -1);
+    if (valid && Lane() == __ffs(peers) - 1) {
+      atomicAdd(reinterpret_cast<unsigned long long*>(cache.counts + row),
+                static_cast<unsigned long long>(__popc(peers)));
+    }
   }
   WarpCount(cache, table, {StatCount{kUnique, first_use}});
   WarpAppend(where.locked, where.num_locked, first_use, static_cast<int32_t>(slot));
@@ -220,8 +235,119 @@ __device__ Miss WarpSortMisses(Miss miss, bool in_run, int length) {
   return WarpSort(miss, partner, before, 1 << (32 - __clz(length - 1)));
 }
 
+// LFU's candidate: a distinct missed row of a run and its count. `Better`
+// is offered a victim first (invariant 4): the larger count, then the
+// smaller row.
+struct Candidate {
+  int64_t count;
+  int64_t row;
+};
+__device__ inline bool Better(const Candidate& a, const Candidate& b) {
+  return a.count != b.count ? a.count > b.count : a.row < b.row;
+}
+
+// LFU's pairing of a run (InsertRun's) with its set's victims: the run's
+// distinct rows ranked by Better, the r-th offered the r-th victim and
+// admitted only where that victim's count is no larger than its own.
+struct LfuPairing {
+  int way_of_rank;   // lane r: the way taken r-th (WarpVictimOrder)
+  int64_t admitted;  // lane r: the r-th smallest admitted row (INT64_MAX beyond them)
+  int rank;          // lane r: that row's rank (the victim it takes)
+};
+
+// The run's best rows by Better: a window at a time, the window's distinct
+// rows sorted across the warp (WarpSort) and merged with the best 32 so far
+// (the better of lane i's and of the window's (31 - i)-th is a bitonic
+// sequence holding the best 32 of both; one bitonic merge sorts it). A set
+// has 32 ways, so no more than the best 32 can be admitted. The windows
+// are read as InsertRun reads them (the same first-window sort), so that
+// both find the same distinct rows.
+__device__ LfuPairing PairLfuRun(const CacheArgs& cache, const int64_t* rows,
+                                 const uint32_t* positions, int64_t count, int64_t start,
+                                 int64_t set, const VictimOrder& way_key, unsigned eligible_ways) {
+  const int lane = Lane();
+  const auto shuffle_xor = [](const Candidate& c, int mask) {
+    return Candidate{__shfl_xor_sync(kFullMask, c.count, mask),
+                     __shfl_xor_sync(kFullMask, c.row, mask)};
+  };
+  const auto better = [](const Candidate& a, const Candidate& b) { return Better(a, b); };
+  const Candidate none{INT64_MIN, INT64_MAX};  // worse than any row
+  Candidate best = none;                       // lane r: the r-th best row so far
+  int64_t distinct = 0;                        // distinct rows of the run
+  int64_t previous = -1;                       // the run's row before this window
+  for (int64_t window = start;; window += kWarp) {
+    const int64_t j = window + lane;
+    Miss miss{j < count ? rows[j] : -1, j < count ? positions[j] : 0};
+    const bool in_run = j < count && SetOf(miss.row, cache.num_sets) == set;
+    const unsigned run = __ballot_sync(kFullMask, in_run);
+    if (run == 0) break;
+    int64_t below = __shfl_up_sync(kFullMask, miss.row, 1);
+    if (window == start && run != kFullMask &&
+        __ballot_sync(kFullMask, in_run && lane > 0 && below > miss.row) != 0) {
+      miss = WarpSortMisses(miss, in_run, __popc(run));
+      below = __shfl_up_sync(kFullMask, miss.row, 1);
+    }
+    const bool head = in_run && miss.row != (lane == 0 ? previous : below);
+    distinct += __popc(__ballot_sync(kFullMask, head));
+    // The counts include this pass's indices: the probe added them.
+    Candidate mine = head ? Candidate{cache.counts[miss.row], miss.row} : none;
+    mine = WarpSort(mine, shuffle_xor, better);
+    if (window == start) {
+      best = mine;
+    } else {
+      const Candidate other{__shfl_sync(kFullMask, mine.count, kWarp - 1 - lane),
+                            __shfl_sync(kFullMask, mine.row, kWarp - 1 - lane)};
+      if (Better(other, best)) best = other;
+      for (int m = kWarp / 2; m > 0; m /= 2) {  // WarpSort's last stage
+        const Candidate partner = shuffle_xor(best, m);
+        if ((lane & m) == 0 ? Better(partner, best) : Better(best, partner)) best = partner;
+      }
+    }
+    previous = __shfl_sync(kFullMask, miss.row, kWarp - 1);
+    if (run != kFullMask) break;
+  }
+  LfuPairing pairing;
+  pairing.way_of_rank = WarpVictimOrder(cache, way_key, eligible_ways, distinct == 1);
+  const int64_t victims = __popc(eligible_ways);
+  const int64_t offered = distinct < victims ? distinct : victims;
+  const int64_t victim_count = __shfl_sync(kFullMask, way_key.count, pairing.way_of_rank);
+  // Candidates descend and victims ascend in count: the admitted are the
+  // first ones (FBGEMM stops at the first refusal).
+  const bool admitted = lane < offered && victim_count <= best.count;
+  const int admitted_rows = __popc(__ballot_sync(kFullMask, admitted));
+  struct Admitted {
+    int64_t row;
+    int rank;
+  };
+  Admitted mine{admitted ? best.row : INT64_MAX, lane};
+  if (admitted_rows > 1) {  // by row, for InsertRun's search
+    const auto partner = [](const Admitted& a, int mask) {
+      return Admitted{__shfl_xor_sync(kFullMask, a.row, mask),
+                      __shfl_xor_sync(kFullMask, a.rank, mask)};
+    };
+    const auto before = [](const Admitted& a, const Admitted& b) { return a.row < b.row; };
+    mine = WarpSort(mine, partner, before, 1 << (32 - __clz(admitted_rows - 1)));
+  }
+  pairing.admitted = mine.row;
+  pairing.rank = mine.rank;
+  return pairing;
+}
+
+// The number of lanes whose `sorted` (ascending across the warp) is below
+// `value`, capped at 31: a binary search by shuffles (5 of them).
+__device__ inline int WarpLowerBound(int64_t sorted, int64_t value) {
+  int at = 0;
+  for (int step = kWarp / 2; step > 0; step /= 2) {
+    if (__shfl_sync(kFullMask, sorted, at + step - 1) < value) at += step;
+  }
+  return at;
+}
+
 // The misses of set `set`, entries [start, ...) of rows/positions: sorted by
-// row, or, where the run ends in its first window, in any order.
+// row, or, where the run ends in its first window, in any order. LRU gives
+// the victims to the run's distinct rows in increasing id, as they come;
+// LFU (kLfu) ranks them by count first (PairLfuRun) and admits only some.
+template <bool kLfu>
 __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, const Moves& moves,
                           int64_t timestep, int64_t begin, const int64_t* rows,
                           const uint32_t* positions, int64_t count, int64_t start, int64_t set) {
@@ -235,6 +361,11 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
   const int victims = __popc(eligible_ways);
   const VictimOrder way_key = VictimKey(cache, way_slot);
   int way_of_rank = 0;  // the way taken lane-th, from the first window on
+  LfuPairing lfu{};
+  if constexpr (kLfu) {
+    lfu = PairLfuRun(cache, rows, positions, count, start, set, way_key, eligible_ways);
+    way_of_rank = lfu.way_of_rank;
+  }
 
   int64_t distinct = 0;   // distinct rows of the run before this window
   int64_t previous = -1;  // the run's row before this window (none before the first)
@@ -255,14 +386,26 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
     const int64_t row = miss.row;
     const bool head = in_run && row != (lane == 0 ? previous : below);
     const unsigned heads = __ballot_sync(kFullMask, head);
-    if (window == start) {
-      const bool one_row = run != kFullMask && __popc(heads) == 1;
-      way_of_rank = WarpVictimOrder(cache, way_key, eligible_ways, one_row);
+    bool inserted = false;
+    int way = 0;
+    if constexpr (kLfu) {
+      // The row's place among the admitted rows, if it is one of them.
+      const int at = WarpLowerBound(lfu.admitted, row);
+      const bool admitted = __shfl_sync(kFullMask, lfu.admitted, at) == row;
+      const int rank = __shfl_sync(kFullMask, lfu.rank, at);
+      inserted = in_run && admitted;
+      way = __shfl_sync(kFullMask, way_of_rank, inserted ? rank : 0);
+    } else {
+      if (window == start) {
+        const bool one_row = run != kFullMask && __popc(heads) == 1;
+        way_of_rank = WarpVictimOrder(cache, way_key, eligible_ways, one_row);
+      }
+      // The row's rank among the run's distinct rows (shared by its repeats).
+      const int64_t row_rank = distinct + __popc(heads & (LanesBelow() | (1u << lane))) - 1;
+      inserted = in_run && row_rank < victims;
+      way = __shfl_sync(kFullMask, way_of_rank, inserted ? static_cast<int>(row_rank) : 0);
     }
-    // The row's rank among the run's distinct rows (shared by its repeats).
-    const int64_t row_rank = distinct + __popc(heads & (LanesBelow() | (1u << lane))) - 1;
-    const bool inserted = in_run && row_rank < victims;
-    const int way = __shfl_sync(kFullMask, way_of_rank, inserted ? static_cast<int>(row_rank) : 0);
+    const bool conflict = in_run && !inserted;  // every index of a row left at home
     const int64_t slot = inserted ? set * kWays + way : kMiss;
     const int64_t evicted = __shfl_sync(kFullMask, tag, way);  // the way's row before this pass
     const bool fills = head && inserted;
@@ -270,15 +413,15 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
     // Every evicted row goes home, or only a dirty one (invariant 5).
     const int dirty = __shfl_sync(kFullMask, way_dirty, way);  // every lane shuffles
     const bool writes_back = evicts && (cache.write_back_every_row || dirty != 0);
-    const int table = head ? TableOf(cache, row) : 0;
+    const int table = head || conflict ? TableOf(cache, row) : 0;
     const int evicted_table = evicts ? TableOf(cache, evicted) : 0;
     if (writes_back && moves.evicted_in_bin != nullptr) {
       atomicAdd(&moves.evicted_in_bin[HomeBin(evicted, moves.row_bits)], 1u);
     }
-    if (head && cache.policy == Policy::kLfu) cache.counts[row] += 1;
     WarpCount(cache, table,
               {StatCount{kUnique, head}, StatCount{kUniqueMisses, head},
-               StatCount{kConflictMisses, head && !inserted}, StatCount{kInserted, fills},
+               StatCount{kUniqueConflictMisses, head && !inserted},
+               StatCount{kConflictMissIndices, conflict}, StatCount{kInserted, fills},
                StatCount{kBytesToCache, fills, RowBytes(cache, table)}});
     WarpCount(cache, evicted_table,
               {StatCount{kEvicted, evicts},
@@ -309,6 +452,8 @@ __device__ void InsertRun(const CacheArgs& cache, const LocationArgs& where, con
 // Six blocks an SM (40 registers, a few spilled): a pass of few misses a set
 // is bound by the runs in flight, each a chain of dependent loads and
 // atomics; four blocks (56 registers) took 11% longer at twelve passes.
+// LRU and LFU are two kernels, so that LRU's keeps its registers.
+template <bool kLfu>
 __global__ void __launch_bounds__(kBlockThreads, 6)
     InsertKernel(const CacheArgs cache, const LocationArgs where, const Moves moves,
                  int64_t timestep, int64_t begin, const unsigned long long* misses,
@@ -322,8 +467,36 @@ __global__ void __launch_bounds__(kBlockThreads, 6)
   for (int64_t j = int64_t{blockIdx.x} * kBlockWarps + threadIdx.x / kWarp; j < count; j += warps) {
     const int64_t set = SetOf(rows[j], cache.num_sets);
     if (j > 0 && SetOf(rows[j - 1], cache.num_sets) == set) continue;  // the whole warp
-    InsertRun(cache, where, moves, timestep, begin, rows, positions, count, j, set);
+    InsertRun<kLfu>(cache, where, moves, timestep, begin, rows, positions, count, j, set);
   }
+}
+
+// LFU with several passes, a thread per index of the passes before the
+// last: an index its pass left at home (kMiss) whose row a later pass
+// admitted (its count grew) gets the row's slot, as PrefetchCpu gives
+// every index its location after the passes (a backward of the batch
+// before, relooked up after this prefetch, updates that slot, not the home
+// row), and no longer counts as a conflict miss's index. LRU never admits
+// a row a pass left at home: a set's victims only dwindle in a timestep.
+__global__ void __launch_bounds__(kBlockThreads)
+    RelocateKernel(const CacheArgs cache, const BatchArgs batch, const LocationArgs where,
+                   int64_t end, const Header* header) {
+  AwaitPreviousKernel();
+  if (header->fault_key != kNoFaultKey) return;
+  const int64_t first = int64_t{blockIdx.x} * kBlockThreads;
+  const TableSpan span = BlockTableSpan(batch, cache.num_tables, first, kBlockThreads, end);
+  const int64_t k = first + threadIdx.x;
+  const bool valid = k < end && where.slot_of[k] == kMiss;
+  int table = 0;
+  int64_t row = 0;
+  if (valid) {
+    table = TableOfIndex(batch, span, k);
+    row = cache.row_offsets[table] + IndexAt(batch, k);
+  }
+  const int64_t slot = WarpFindSlot(cache, row, valid);
+  const bool found = valid && slot >= 0;
+  if (found) where.slot_of[k] = static_cast<int32_t>(slot);
+  WarpCount(cache, table, {StatCount{kConflictMissIndices, found, -1}});
 }
 
 // A thread per (table, field): the step's tallies summed into this step's
@@ -408,11 +581,18 @@ void PrefetchCuda(const CacheArgs& cache, const BatchArgs& batch, const Location
     MissSort by_set = sort;
     by_set.count = misses;
     SortMissesCuda(by_set, kOp, s);
-    LaunchChained("InsertKernel", kOp, InsertKernel, GridFor(end - begin, kBlockWarps, 4096),
-                  kBlockThreads, s, cache, where, PassMoves(cache, moves, pass), timestep, begin,
-                  misses, &sc.header->misses[(pass + 1) % 2], sc.header, sc.rows[0],
-                  sc.positions[0]);
+    LaunchChained("InsertKernel", kOp,
+                  cache.policy == Policy::kLfu ? InsertKernel<true> : InsertKernel<false>,
+                  GridFor(end - begin, kBlockWarps, 4096), kBlockThreads, s, cache, where,
+                  PassMoves(cache, moves, pass), timestep, begin, misses,
+                  &sc.header->misses[(pass + 1) % 2], sc.header, sc.rows[0], sc.positions[0]);
     MovePassRows(cache, moves, pass, kOp, s);
+  }
+  if (cache.policy == Policy::kLfu && plan.passes > 1 && n > chunk) {
+    const int64_t before_last = (n - 1) / chunk * chunk;  // the last pass's first index
+    LaunchChained("RelocateKernel", kOp, RelocateKernel,
+                  GridFor(before_last, kBlockThreads, std::numeric_limits<int32_t>::max()),
+                  kBlockThreads, s, cache, batch, where, before_last, sc.header);
   }
   FinishMoves(cache, moves, kOp, s);
   LaunchChained("FinishKernel", kOp, FinishKernel,

@@ -2,7 +2,8 @@
 // pushed alike on one engine, compared bit for bit after every step: tags,
 // timestamps and locks (Snapshot), each batch's locations (the slots, the
 // locked slots as a set and their count), the statistics, and every byte of
-// the slots and the home rows. Traces cover LRU and LFU, 1, 6 and 12
+// the slots and the home rows (and LFU's counts). Traces cover LRU and
+// LFU (FBGEMM's admission: repeats, refusals, ties, runs of many windows), 1, 6 and 12
 // passes, f32, f16 and bf16 rows, i32 and i64 indices, a one-set cache full
 // of conflicts, misses enough for the GPU's tiled radix sort, several
 // batches in flight, warm, flush and reset, an all-hit prefetch, and a bad
@@ -190,7 +191,10 @@ void ExpectSameCounts(const CacheCounts& cpu, const CacheCounts& gpu, const std:
   EXPECT_EQ(cpu.unique_misses, gpu.unique_misses) << what << ": unique_misses";
   EXPECT_EQ(cpu.inserted, gpu.inserted) << what << ": inserted";
   EXPECT_EQ(cpu.evicted, gpu.evicted) << what << ": evicted";
-  EXPECT_EQ(cpu.conflict_misses, gpu.conflict_misses) << what << ": conflict_misses";
+  EXPECT_EQ(cpu.unique_conflict_misses, gpu.unique_conflict_misses)
+      << what << ": unique_conflict_misses";
+  EXPECT_EQ(cpu.conflict_miss_indices, gpu.conflict_miss_indices)
+      << what << ": conflict_miss_indices";
   EXPECT_EQ(cpu.bytes_to_cache, gpu.bytes_to_cache) << what << ": bytes_to_cache";
   EXPECT_EQ(cpu.bytes_to_home, gpu.bytes_to_home) << what << ": bytes_to_home";
 }
@@ -349,6 +353,10 @@ class Twin {
     ExpectSame(cpu.timestamps, gpu.timestamps, what + ": timestamps");
     ExpectSame(cpu.locks, gpu.locks, what + ": locks");
     ExpectSame(cpu.dirty, gpu.dirty, what + ": dirty flags");
+    if (config_.policy == CachePolicy::kLfu) {
+      ExpectSame(ToHost<int64_t>(cpu_->lfu_counts()), ToHost<int64_t>(gpu_->lfu_counts()),
+                 what + ": LFU counts");
+    }
     if (config_.gpu_stats) {
       ExpectSameStats(cpu_->LastStepStats(), gpu_->LastStepStats(), what + ": last step");
       ExpectSameStats(cpu_->TotalStats(), gpu_->TotalStats(), what + ": totals");
@@ -457,7 +465,7 @@ TEST_P(CacheCudaTest, MatchesCpuOnRandomTraces) {
           if (HasFailure()) return;
           const CacheCounts all = twin.gpu().TotalStats().all;
           EXPECT_GT(all.evicted, 0) << "the trace evicts";
-          EXPECT_GT(all.conflict_misses, 0) << "the trace has conflict misses";
+          EXPECT_GT(all.unique_conflict_misses, 0) << "the trace has conflict misses";
         }
       }
     }
@@ -499,7 +507,118 @@ TEST_P(CacheCudaTest, OneSetCacheWithConflictsMatchesCpu) {
       Twin twin(engine(), SmallTables(), config);
       std::mt19937_64 rng(7 + passes);
       RunPipeline(twin, RandomBatches(rng, SmallTables(), 5, 4, 20, 0.5, 50), 77);
-      EXPECT_GT(twin.gpu().TotalStats().all.conflict_misses, 0) << "the trace has conflicts";
+      EXPECT_GT(twin.gpu().TotalStats().all.unique_conflict_misses, 0) << "the trace has conflicts";
+    }
+  }
+}
+
+// LFU's admission (FBGEMM's) on one set: rows 0..15 of count 4 and 16..31
+// of count 2 fill it; then 100 new rows, row 100 + i (i % 4) + 1 times, in
+// a shuffled batch: a run of about 250 misses, eight windows of a warp,
+// whose best 32 rows by count (25 of count 4, then the lowest of count 3)
+// are offered the ways in increasing count: the 16 of count 2, then those
+// of count 4 (ties admitted), and the rest refused. Then rows refused
+// before come back hotter, a Reset zeroes the counts, and it all runs
+// again on the empty cache; in one pass and in three.
+TEST_P(CacheCudaTest, LfuAdmissionOverAManyWindowRunMatchesCpu) {
+  for (const int passes : {1, 3}) {
+    const Config config{CachePolicy::kLfu, passes, DType::kF32, DType::kI64, /*sets=*/1};
+    SCOPED_TRACE(Describe(config));
+    Twin twin(engine(), SmallTables(), config);
+    std::mt19937_64 rng(83 + passes);
+    auto one_bag = [](std::vector<int64_t> rows) { return Bags{1, {std::move(rows), {}, {}}}; };
+    std::vector<int64_t> warm;
+    for (int64_t row = 0; row < 32; ++row) {
+      for (int i = 0; i < (row < 16 ? 4 : 2); ++i) warm.push_back(row);
+    }
+    std::vector<int64_t> many;
+    for (int64_t i = 0; i < 100; ++i) {
+      for (int64_t k = 0; k <= i % 4; ++k) many.push_back(100 + i);
+    }
+    std::shuffle(many.begin(), many.end(), rng);
+    std::vector<int64_t> back;  // rows refused above, now three more times
+    for (int64_t i = 60; i < 100; i += 3) {
+      for (int k = 0; k < 3; ++k) back.push_back(100 + i);
+    }
+    std::shuffle(back.begin(), back.end(), rng);
+    const int ids[] = {twin.AddBatch(one_bag(warm)), twin.AddBatch(one_bag(many)),
+                       twin.AddBatch(one_bag(back))};
+    twin.Seed(13);
+    auto step = [&](int id, const std::string& what) {
+      twin.Prefetch(id);
+      twin.ExpectSameLocations(id, what);
+      twin.ExpectSameState(what);
+      twin.Relookup(id);
+      twin.ExpectSameState(what + ", relookup");
+    };
+    for (int round = 0; round < 2; ++round) {
+      const std::string of = round == 0 ? "" : " after a reset";
+      step(ids[0], "warm rows" + of);
+      step(ids[1], "a run of eight windows" + of);
+      if (passes == 1) {
+        const CacheCounts last = twin.gpu().LastStepStats().all;
+        EXPECT_EQ(last.inserted, 25) << "16 over rows of count 2, 9 ties of count 4";
+        EXPECT_EQ(last.unique_conflict_misses, 75);
+      }
+      step(ids[2], "refused rows again" + of);
+      if (HasFailure()) return;
+      twin.Reset();
+      twin.ExpectSameState("reset");
+    }
+  }
+}
+
+// A row that the first pass refuses and a later pass admits (its count
+// grew): the earlier pass's indices get its slot too (RelocateKernel).
+// Table 0's rows 0..31 count 4; rows 40 and 41 come three times in each of
+// three passes (counts 3: refused; 6: admitted), beside a row a pass used
+// once (refused).
+TEST_P(CacheCudaTest, LfuRowAdmittedByALaterPassMatchesCpu) {
+  const Config config{CachePolicy::kLfu, /*passes=*/3, DType::kF32, DType::kI64, /*sets=*/1};
+  Twin twin(engine(), SmallTables(), config);
+  std::vector<int64_t> warm;
+  for (int i = 0; i < 4; ++i) {
+    for (int64_t row = 0; row < 32; ++row) warm.push_back(row);
+  }
+  std::vector<int64_t> bag;
+  for (int pass = 0; pass < 3; ++pass) {
+    for (const int64_t row : {int64_t{40}, int64_t{41}, int64_t{50 + pass}, int64_t{40},
+                              int64_t{41}, int64_t{40}, int64_t{41}}) {
+      bag.push_back(row);
+    }
+  }
+  const int first = twin.AddBatch(Bags{1, {warm, {}, {}}});
+  const int later = twin.AddBatch(Bags{1, {bag, {}, {}}});
+  twin.Seed(17);
+  twin.Prefetch(first);
+  twin.Relookup(first);
+  twin.Prefetch(later);
+  twin.ExpectSameLocations(later, "prefetch");
+  twin.ExpectSameState("prefetch");
+  const CacheCounts last = twin.gpu().LastStepStats().all;
+  EXPECT_EQ(last.inserted, 2) << "rows 40 and 41, by the second pass";
+  EXPECT_EQ(last.conflict_miss_indices, 3) << "rows 50..52 only";
+  const Where where = ReadWhere(twin.gpu_where(later), twin.size(later));
+  EXPECT_GE(where.slot_of[0], 0) << "row 40's first index, of the first pass";
+  twin.Relookup(later);
+  twin.ExpectSameState("relookup");
+}
+
+// Random traces of hot rows repeated within batches over few sets: LFU
+// admits some misses and refuses others (conflict misses beside free ways).
+TEST_P(CacheCudaTest, LfuRepeatsAndRefusalsMatchCpu) {
+  for (const int passes : {1, 6}) {
+    for (const int64_t sets : {int64_t{1}, int64_t{2}}) {
+      const Config config{CachePolicy::kLfu, passes, DType::kF16, DType::kI32, sets};
+      SCOPED_TRACE(Describe(config));
+      Twin twin(engine(), SmallTables(), config);
+      std::mt19937_64 rng(91 + passes + sets);
+      RunPipeline(twin, RandomBatches(rng, SmallTables(), 8, 6, 24, 0.85, 60), 93);
+      if (HasFailure()) return;
+      const CacheCounts all = twin.gpu().TotalStats().all;
+      EXPECT_GT(all.inserted, 0);
+      EXPECT_GT(all.unique_conflict_misses, 0);
+      EXPECT_GT(all.conflict_miss_indices, all.unique_conflict_misses) << "repeats at home";
     }
   }
 }

@@ -127,7 +127,8 @@ TEST_P(CacheStateTest, OneSetForcesConflictMissesThatStayAtHome) {
   EXPECT_EQ(stats.all.unique, 40);
   EXPECT_EQ(stats.all.unique_misses, 40);
   EXPECT_EQ(stats.all.inserted, 32);
-  EXPECT_EQ(stats.all.conflict_misses, 8);
+  EXPECT_EQ(stats.all.unique_conflict_misses, 8);
+  EXPECT_EQ(stats.all.conflict_miss_indices, 8) << "no row twice";
   EXPECT_EQ(stats.all.evicted, 0);
   EXPECT_EQ(stats.all.bytes_to_cache, 32 * 4 * 4);
   EXPECT_EQ(stats.tables[0].inserted, 32);
@@ -149,7 +150,8 @@ TEST_P(CacheStateTest, LockedSlotsAreNotEvicted) {
   cache->Prefetch(other.view(), b);  // every way is locked by the first batch
   const CacheSnapshot after = cache->Snapshot();
   EXPECT_EQ(after.tags, before.tags);
-  EXPECT_EQ(cache->LastStepStats().all.conflict_misses, 32);
+  EXPECT_EQ(cache->LastStepStats().all.unique_conflict_misses, 32);
+  EXPECT_EQ(cache->LastStepStats().all.conflict_miss_indices, 32);
   cache->Relookup(held.view(), a);
   cache->Relookup(other.view(), b);
   // With the locks gone, the next prefetch evicts the least recently used.
@@ -278,6 +280,213 @@ TEST_P(CacheStateTest, MultiPassLocksLikeOnePass) {
   }
 }
 
+// Conflict misses count rows and, apart, their indices (FBGEMM's
+// num_conflict_unique_misses and num_conflict_misses): rows 32..39 find no
+// way, row 35 twice.
+TEST_P(CacheStateTest, ConflictMissesCountRowsAndTheirIndices) {
+  auto cache = MakeCache(1);
+  std::vector<int64_t> rows = Range(0, 40);
+  rows.push_back(35);
+  Batch batch = OneBag(rows);
+  CacheLocations where = cache->NewLocations(41);
+  cache->Prefetch(batch.view(), where);
+  const CacheStats stats = cache->LastStepStats();
+  EXPECT_EQ(stats.all.requested, 41);
+  EXPECT_EQ(stats.all.inserted, 32);
+  EXPECT_EQ(stats.all.unique_conflict_misses, 8);
+  EXPECT_EQ(stats.all.conflict_miss_indices, 9) << "row 35's two indices";
+  EXPECT_EQ(stats.tables[0].conflict_miss_indices, 9);
+  EXPECT_EQ(stats.tables[1].conflict_miss_indices, 0);
+  const std::vector<int32_t> slots = SlotsOf(where, 41);
+  EXPECT_EQ(std::count(slots.begin(), slots.end(), -1), 9) << "each read at home";
+  cache->Relookup(batch.view(), where);
+  engine().WaitForAll();
+}
+
+// LFU, as FBGEMM's: each prefetch adds every index of its batch to its
+// row's count, hit or miss, once in all over a multi-pass prefetch's passes.
+TEST_P(CacheStateTest, LfuCountsEveryIndex) {
+  for (const int passes : {1, 3}) {
+    SCOPED_TRACE(std::to_string(passes) + " passes");
+    auto cache = MakeCache(4, CachePolicy::kLfu, passes);
+    Batch first = OneBag({5, 7, 5, 5, 9, 5}, {3, 3});
+    Batch second = OneBag({5, 9}, {3});  // hits now
+    CacheLocations where = cache->NewLocations(8);
+    cache->Prefetch(first.view(), where);
+    cache->Relookup(first.view(), where);
+    std::vector<int64_t> counts = ToHost<int64_t>(cache->lfu_counts());
+    EXPECT_EQ(counts[5], 4) << "a row four times in a batch";
+    EXPECT_EQ(counts[7], 1);
+    EXPECT_EQ(counts[9], 1);
+    EXPECT_EQ(counts[103], 2) << "table 1's row 3";
+    EXPECT_EQ(cache->LastStepStats().all.unique, 4);
+    cache->Prefetch(second.view(), where);
+    cache->Relookup(second.view(), where);
+    EXPECT_EQ(cache->LastStepStats().all.unique_misses, 0);
+    counts = ToHost<int64_t>(cache->lfu_counts());
+    EXPECT_EQ(counts[5], 5);
+    EXPECT_EQ(counts[9], 2);
+    EXPECT_EQ(counts[103], 3);
+    EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), int64_t{0}), 11) << "one per index";
+  }
+}
+
+// Rows 0..31 fill the one set and are used three times each; row 40, once,
+// counts less than every way: it is a conflict miss (read at home) and the
+// 32 rows stay.
+TEST_P(CacheStateTest, LfuRefusesARowUsedLessThanEveryWay) {
+  auto cache = MakeCache(1, CachePolicy::kLfu);
+  CacheLocations where = cache->NewLocations(32);
+  for (int i = 0; i < 3; ++i) {
+    Batch batch = OneBag(Range(0, 32));
+    cache->Prefetch(batch.view(), where);
+    cache->Relookup(batch.view(), where);
+  }
+  const CacheSnapshot before = cache->Snapshot();
+  Batch cold = OneBag({40});
+  cache->Prefetch(cold.view(), where);
+  EXPECT_EQ(SlotsOf(where, 1), std::vector<int32_t>{-1});
+  const CacheStats stats = cache->LastStepStats();
+  EXPECT_EQ(stats.all.unique_misses, 1);
+  EXPECT_EQ(stats.all.inserted, 0);
+  EXPECT_EQ(stats.all.evicted, 0);
+  EXPECT_EQ(stats.all.unique_conflict_misses, 1);
+  EXPECT_EQ(stats.all.conflict_miss_indices, 1);
+  cache->Relookup(cold.view(), where);
+  const CacheSnapshot after = cache->Snapshot();
+  EXPECT_EQ(after.tags, before.tags) << "all 32 rows stay";
+  EXPECT_EQ(ToHost<int64_t>(cache->lfu_counts())[40], 1) << "a refused row still counts";
+}
+
+// A row used more often than a way's row takes it: row 40 four times in one
+// batch (count 4) against rows 0..31 of count 3, all last used together:
+// the lowest way (row 0's) goes.
+TEST_P(CacheStateTest, LfuAdmitsARowUsedMoreThanTheVictim) {
+  auto cache = MakeCache(1, CachePolicy::kLfu);
+  CacheLocations where = cache->NewLocations(32);
+  for (int i = 0; i < 3; ++i) {
+    Batch batch = OneBag(Range(0, 32));
+    cache->Prefetch(batch.view(), where);
+    cache->Relookup(batch.view(), where);
+  }
+  Batch hot = OneBag({40, 40, 40, 40});
+  cache->Prefetch(hot.view(), where);
+  const std::vector<int32_t> slots = SlotsOf(where, 4);
+  EXPECT_EQ(slots, std::vector<int32_t>(4, 0)) << "way 0, row 0's";
+  EXPECT_EQ(cache->LastStepStats().all.inserted, 1);
+  EXPECT_EQ(cache->LastStepStats().all.evicted, 1);
+  EXPECT_EQ(cache->LastStepStats().all.unique_conflict_misses, 0);
+  cache->Relookup(hot.view(), where);
+  const CacheSnapshot snapshot = cache->Snapshot();
+  EXPECT_EQ(snapshot.tags[0], 40);
+  EXPECT_EQ(std::count(snapshot.tags.begin(), snapshot.tags.end(), 0), 0) << "row 0 evicted";
+}
+
+// Ties: a candidate whose count equals the victim's is admitted (FBGEMM
+// refuses only a victim counting more), and candidates of equal count are
+// offered ways in increasing row id, whatever their order in the batch.
+TEST_P(CacheStateTest, LfuTiesAdmitAndGoByRowId) {
+  auto cache = MakeCache(1, CachePolicy::kLfu);
+  CacheLocations where = cache->NewLocations(32);
+  // Rows 0..30 count 3, row 31 count 2 (way 31).
+  for (int i = 0; i < 3; ++i) {
+    Batch batch = OneBag(Range(0, i == 0 ? 32 : 31));
+    cache->Prefetch(batch.view(), where);
+    cache->Relookup(batch.view(), where);
+  }
+  Batch again = OneBag({31});
+  cache->Prefetch(again.view(), where);
+  cache->Relookup(again.view(), where);
+  ASSERT_EQ(ToHost<int64_t>(cache->lfu_counts())[31], 2);
+  // Rows 41 and 40 twice each (count 2): row 40 ties row 31 and takes its
+  // way; row 41 is offered the next victim (count 3) and refused.
+  Batch pair = OneBag({41, 41, 40, 40});
+  cache->Prefetch(pair.view(), where);
+  EXPECT_EQ(SlotsOf(where, 4), (std::vector<int32_t>{-1, -1, 31, 31}));
+  const CacheStats stats = cache->LastStepStats();
+  EXPECT_EQ(stats.all.inserted, 1);
+  EXPECT_EQ(stats.all.unique_conflict_misses, 1);
+  EXPECT_EQ(stats.all.conflict_miss_indices, 2);
+  cache->Relookup(pair.view(), where);
+  engine().WaitForAll();
+}
+
+// Every way's row used more often than any candidate: none is admitted, and
+// the conflict misses count the rows and their indices (row 35 twice).
+TEST_P(CacheStateTest, LfuConflictMissesOfAFullHotSetCountRowsAndIndices) {
+  auto cache = MakeCache(1, CachePolicy::kLfu);
+  CacheLocations where = cache->NewLocations(41);
+  for (int i = 0; i < 3; ++i) {
+    Batch batch = OneBag({}, Range(0, 32));  // table 1's rows: linear 100..131
+    cache->Prefetch(batch.view(), where);
+    cache->Relookup(batch.view(), where);
+  }
+  std::vector<int64_t> rows = Range(0, 40);
+  rows.push_back(35);
+  Batch cold = OneBag(rows);
+  cache->Prefetch(cold.view(), where);
+  const CacheStats stats = cache->LastStepStats();
+  EXPECT_EQ(stats.all.unique_misses, 40);
+  EXPECT_EQ(stats.all.inserted, 0);
+  EXPECT_EQ(stats.all.unique_conflict_misses, 40);
+  EXPECT_EQ(stats.all.conflict_miss_indices, 41);
+  EXPECT_EQ(stats.tables[0].conflict_miss_indices, 41);
+  cache->Relookup(cold.view(), where);
+  EXPECT_EQ(ToHost<int64_t>(cache->lfu_counts())[35], 2);
+}
+
+// In a multi-pass prefetch a row that one pass refuses may be admitted by a
+// later pass (its count grew): every index then names its slot, as a
+// backward of the batch before (relooked up after this prefetch) updates
+// the slot, and none is a conflict miss's index. Rows 0..31 count 3; row
+// 40 comes four times in two passes: count 2 (refused), then 4 (admitted).
+TEST_P(CacheStateTest, LfuRowAdmittedByALaterPassGivesEveryIndexItsSlot) {
+  auto cache = MakeCache(1, CachePolicy::kLfu, /*passes=*/2);
+  CacheLocations where = cache->NewLocations(32);
+  for (int i = 0; i < 3; ++i) {
+    Batch batch = OneBag(Range(0, 32));
+    cache->Prefetch(batch.view(), where);
+    cache->Relookup(batch.view(), where);
+  }
+  Batch hot = OneBag({40, 40, 40, 40});
+  cache->Prefetch(hot.view(), where);
+  const std::vector<int32_t> slots = SlotsOf(where, 4);
+  EXPECT_EQ(slots, std::vector<int32_t>(4, 0)) << "way 0 (row 0's), for both passes' indices";
+  const CacheStats stats = cache->LastStepStats();
+  EXPECT_EQ(stats.all.unique_misses, 2) << "a miss in each pass";
+  EXPECT_EQ(stats.all.unique_conflict_misses, 1) << "the first pass left it at home";
+  EXPECT_EQ(stats.all.inserted, 1);
+  EXPECT_EQ(stats.all.conflict_miss_indices, 0) << "no index is left at home";
+  EXPECT_EQ(Locked(cache->Snapshot()), (std::map<int64_t, int32_t>{{0, 1}}));
+  cache->Relookup(hot.view(), where);
+  EXPECT_EQ(ToHost<int64_t>(cache->lfu_counts())[40], 4);
+}
+
+// Reset zeroes the counts (FBGEMM's reset_cache_states): after it a row
+// once hot counts from zero, and a new row takes a way over it again.
+TEST_P(CacheStateTest, ResetZeroesLfuCounts) {
+  auto cache = MakeCache(1, CachePolicy::kLfu);
+  CacheLocations where = cache->NewLocations(32);
+  for (int i = 0; i < 3; ++i) {
+    Batch batch = OneBag(Range(0, 32));
+    cache->Prefetch(batch.view(), where);
+    cache->Relookup(batch.view(), where);
+  }
+  cache->Reset();
+  const std::vector<int64_t> counts = ToHost<int64_t>(cache->lfu_counts());
+  EXPECT_TRUE(std::all_of(counts.begin(), counts.end(), [](int64_t c) { return c == 0; }));
+  Batch batch = OneBag(Range(0, 32));
+  cache->Prefetch(batch.view(), where);
+  cache->Relookup(batch.view(), where);
+  Batch cold = OneBag({40});
+  cache->Prefetch(cold.view(), where);
+  EXPECT_EQ(cache->LastStepStats().all.inserted, 1) << "a tie with the rows' count of 1";
+  cache->Relookup(cold.view(), where);
+  EXPECT_TRUE(MakeCache(1)->lfu_counts().numel() == 0) << "LRU keeps no counts";
+}
+
+// Still LFU's order with FBGEMM's admission: row 40 (count 1) ties row 31
+// (count 1, every other row counts 4) and is admitted over it.
 TEST_P(CacheStateTest, LfuEvictsTheLeastUsedRow) {
   auto cache = MakeCache(1, CachePolicy::kLfu);
   CacheLocations where = cache->NewLocations(64);

@@ -38,7 +38,7 @@ Json CountsJson(const cache::CacheCounts& c) {
       .Set("unique_misses", c.unique_misses)
       .Set("inserted", c.inserted)
       .Set("evicted", c.evicted)
-      .Set("conflict_misses", c.conflict_misses)
+      .Set("conflict_misses", c.unique_conflict_misses)
       .Set("bytes_to_cache", c.bytes_to_cache)
       .Set("bytes_to_home", c.bytes_to_home)
       .Set("hit_rate", c.hit_rate());
@@ -108,8 +108,9 @@ std::string FormatSummary(const RunReport& r) {
       "misses; {} in, {} back; {} slots\n",
       100.0 * c.hit_rate(), Count(static_cast<double>(c.unique)),
       Count(static_cast<double>(c.inserted)), Count(static_cast<double>(c.evicted)),
-      Count(static_cast<double>(c.conflict_misses)), Bytes(static_cast<double>(c.bytes_to_cache)),
-      Bytes(static_cast<double>(c.bytes_to_home)), r.cache_slots);
+      Count(static_cast<double>(c.unique_conflict_misses)),
+      Bytes(static_cast<double>(c.bytes_to_cache)), Bytes(static_cast<double>(c.bytes_to_home)),
+      r.cache_slots);
   bool first = true;
   for (const MemoryUse& m : r.memory) {
     out += fmt::format(

@@ -20,7 +20,8 @@ cache::CacheCounts Minus(const cache::CacheCounts& after, const cache::CacheCoun
   d.unique_misses = after.unique_misses - before.unique_misses;
   d.inserted = after.inserted - before.inserted;
   d.evicted = after.evicted - before.evicted;
-  d.conflict_misses = after.conflict_misses - before.conflict_misses;
+  d.unique_conflict_misses = after.unique_conflict_misses - before.unique_conflict_misses;
+  d.conflict_miss_indices = after.conflict_miss_indices - before.conflict_miss_indices;
   d.bytes_to_cache = after.bytes_to_cache - before.bytes_to_cache;
   d.bytes_to_home = after.bytes_to_home - before.bytes_to_home;
   return d;

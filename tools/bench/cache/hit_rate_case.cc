@@ -79,7 +79,7 @@ ShapeHits RunShape(const CacheBenchOptions& o, engine::Engine& engine, engine::C
   }
   const cache::CacheCounts after = tbe.TotalStats().all;
   hits.cache = {after.unique - before.unique, after.unique_misses - before.unique_misses};
-  hits.conflict_misses = after.conflict_misses - before.conflict_misses;
+  hits.conflict_misses = after.unique_conflict_misses - before.unique_conflict_misses;
 
   const std::vector<SimCounts> lru = SimulateLru(trace, hits.slots);
   const std::vector<SimCounts> belady = SimulateBelady(trace, hits.slots);

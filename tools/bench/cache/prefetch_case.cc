@@ -80,7 +80,7 @@ void RunHome(GpuRun& run, const std::string& home, const std::string& column,
     samples.Add("prefetch.writeback_gbs", column, double(c.bytes_to_home) / t.prefetch_ms / 1e6);
     samples.Add("prefetch.hit_rate", column, 100 * c.hit_rate());
     samples.Add("prefetch.conflict_pct", column,
-                100 * double(c.conflict_misses) / double(std::max<int64_t>(c.unique, 1)));
+                100 * double(c.unique_conflict_misses) / double(std::max<int64_t>(c.unique, 1)));
     if (best > 0) samples.Add("prefetch.pct_h2d", column, 100 * gbs / best);
     if (run.h2d.rows_gbs > 0)
       samples.Add("prefetch.pct_rows", column, 100 * gbs / run.h2d.rows_gbs);
