@@ -4,6 +4,7 @@
 
 #include "tools/bench/cache/h2d_bandwidth.h"
 
+#include <cstring>
 #include <vector>
 
 #include "tools/bench/common/cuda_device.h"
@@ -77,18 +78,28 @@ __global__ void ReadRows(const uint4* __restrict__ src, const int32_t* __restric
 
 }  // namespace
 
-H2dProbe::H2dProbe(std::size_t bytes, int64_t row_bytes, uint64_t seed)
+H2dProbe::H2dProbe(std::size_t bytes, int64_t row_bytes, uint64_t seed, bool managed)
     : bytes_(bytes / 16 * 16), row_bytes_(row_bytes), rows_(int64_t(bytes / row_bytes)) {
+  int device = 0;
+  CheckCuda(cudaGetDevice(&device), "cudaGetDevice");
   CheckCuda(cudaHostAlloc(&host_, bytes_, cudaHostAllocMapped), "cudaHostAlloc (mapped)");
   CheckCuda(cudaHostGetDevicePointer(&host_mapped_, host_, 0), "cudaHostGetDevicePointer");
   CheckCuda(cudaMalloc(&device_, bytes_), "cudaMalloc");
+  if (managed) {  // as storage's UVM allocates it, its pages made on the host
+    CheckCuda(cudaMallocManaged(&managed_, bytes_), "cudaMallocManaged");
+    CheckCuda(cudaMemAdvise(managed_, bytes_, cudaMemAdviseSetPreferredLocation,
+                            cudaMemLocation{cudaMemLocationTypeHost, 0}),
+              "cudaMemAdvise (prefer the CPU)");
+    CheckCuda(cudaMemAdvise(managed_, bytes_, cudaMemAdviseSetAccessedBy,
+                            cudaMemLocation{cudaMemLocationTypeDevice, device}),
+              "cudaMemAdvise (accessed by the GPU)");
+    std::memset(managed_, 1, bytes_);
+  }
   CheckCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   CheckCuda(cudaEventCreate(&start_), "cudaEventCreate");
   CheckCuda(cudaEventCreate(&stop_), "cudaEventCreate");
-  int device = 0;
   int sms = 0;
   int per_sm = 0;
-  CheckCuda(cudaGetDevice(&device), "cudaGetDevice");
   CheckCuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
             "cudaDeviceGetAttribute");
   CheckCuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ReadRows, kThreads, 0),
@@ -112,6 +123,7 @@ H2dProbe::~H2dProbe() {
   (void)cudaFree(row_ids_);
   (void)cudaFree(sink_);
   (void)cudaFree(device_);
+  if (managed_ != nullptr) (void)cudaFree(managed_);
   (void)cudaFreeHost(host_);
 }
 
@@ -137,15 +149,18 @@ void H2dProbe::LaunchZeroCopy(H2dProbe& p) {
   CheckCuda(cudaGetLastError(), "kernel launch (ReadSequential)");
 }
 
-void H2dProbe::LaunchRows(H2dProbe& p) {
-  ReadRows<<<p.blocks_, kThreads, 0, p.stream_>>>(static_cast<const uint4*>(p.host_mapped_),
-                                                  p.row_ids_, p.rows_, int(p.row_bytes_ / 16),
-                                                  static_cast<uint4*>(p.sink_));
+void H2dProbe::LaunchRowsOf(const void* buffer) {
+  ReadRows<<<blocks_, kThreads, 0, stream_>>>(static_cast<const uint4*>(buffer), row_ids_, rows_,
+                                              int(row_bytes_ / 16), static_cast<uint4*>(sink_));
   CheckCuda(cudaGetLastError(), "kernel launch (ReadRows)");
 }
+
+void H2dProbe::LaunchRows(H2dProbe& p) { p.LaunchRowsOf(p.host_mapped_); }
+void H2dProbe::LaunchManagedRows(H2dProbe& p) { p.LaunchRowsOf(p.managed_); }
 
 double H2dProbe::MemcpyMs() { return Time(LaunchMemcpy); }
 double H2dProbe::ZeroCopyMs() { return Time(LaunchZeroCopy); }
 double H2dProbe::ZeroCopyRowsMs() { return Time(LaunchRows); }
+double H2dProbe::ManagedRowsMs() { return Time(LaunchManagedRows); }
 
 }  // namespace ember::bench::cache_bench

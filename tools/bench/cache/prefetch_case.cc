@@ -162,6 +162,8 @@ void RunPrefetchCase(GpuRun& run) {
   table.AddRow(samples, "h2d.memcpy_gbs", "GB/s", "H2D cudaMemcpyAsync, pinned");
   table.AddRow(samples, "h2d.zero_copy_gbs", "GB/s", "H2D zero-copy kernel, sequential");
   table.AddRow(samples, "h2d.rows_gbs", "GB/s", "H2D zero-copy kernel, random " + rows + " rows");
+  table.AddRow(samples, "h2d.managed_rows_gbs", "GB/s",
+               "  the same of managed memory (on the CPU)");
   table.AddRow(samples, "prefetch.step_ms", "ms", "prefetch step, training (dirty rows)");
   table.AddRow(samples, "prefetch.rows", "count", "  rows moved into the cache");
   table.AddRow(samples, "prefetch.rows_per_s", "rows/s", "  rows per second");
