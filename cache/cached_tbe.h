@@ -248,10 +248,14 @@ class CachedTbe {
 
   void CheckBatch(const char* op, const ops::TbeBatch& batch,
                   const CacheLocations* locations) const;
+  // Checks `use` of `locations` with `batch` at its push (CheckUse) and
+  // guards a read of a refused prefetch's locations (GuardRefusedRead).
+  void AdmitUse(const char* op, Use use, const ops::TbeBatch& batch,
+                const CacheLocations& locations) const;
   // Throws UsageError when `use` of `locations` with `batch` is out of
-  // order; nothing changes. A read of locations whose prefetch its op
-  // refused is not out of order but fails as an op (GuardRefusedRead).
-  void CheckUse(const char* op, Use use, const ops::TbeBatch& batch,
+  // order; nothing changes. True for a read of locations whose prefetch its
+  // op refused: not out of order, but it must fail as an op.
+  bool CheckUse(const char* op, Use use, const ops::TbeBatch& batch,
                 const CacheLocations& locations) const;
   // Fails, as an op, the read of locations whose prefetch its op refused
   // (cached_tbe_locations.cc).

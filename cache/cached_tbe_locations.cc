@@ -145,7 +145,12 @@ int CachedTbe::batches_in_flight() const {
                                         [](const auto& ticket) { return !ticket->refused(); }));
 }
 
-void CachedTbe::CheckUse(const char* op, Use use, const ops::TbeBatch& batch,
+void CachedTbe::AdmitUse(const char* op, Use use, const ops::TbeBatch& batch,
+                         const CacheLocations& where) const {
+  if (CheckUse(op, use, batch, where)) GuardRefusedRead(op, where);
+}
+
+bool CachedTbe::CheckUse(const char* op, Use use, const ops::TbeBatch& batch,
                          const CacheLocations& where) const {
   if (where.owner_ != this) {
     throw UsageError(fmt::format("[{}] the locations were made by another CachedTbe", op));
@@ -155,7 +160,7 @@ void CachedTbe::CheckUse(const char* op, Use use, const ops::TbeBatch& batch,
   if (const char* rule = BrokenRule(use, where.phase_, in_flight)) {
     throw UsageError(fmt::format("[{}] the locations {}: {}", op, Describe(where.phase_), rule));
   }
-  if (use == Use::kPrefetch || use == Use::kLookup) return;  // fills: reads nothing of theirs
+  if (use == Use::kPrefetch || use == Use::kLookup) return false;  // fills: read none of theirs
   if (batch.indices->var() != where.batch_) {
     throw UsageError(fmt::format(
         "[{}] the batch is not the one the locations were filled for (its indices are another "
@@ -163,18 +168,15 @@ void CachedTbe::CheckUse(const char* op, Use use, const ops::TbeBatch& batch,
         op));
   }
   // A Relookup closes a refused prefetch too (invariant 2); a read would
-  // read slots the locations do not name, Reset or not. Last: a push that
-  // throws pushes nothing.
-  if (refused && use != Use::kRelookup) {
-    GuardRefusedRead(op, where);
-    return;
-  }
+  // read slots the locations do not name, Reset or not: it is guarded.
+  if (refused && use != Use::kRelookup) return true;
   if (where.resets_ != resets_) {
     throw UsageError(fmt::format(
         "[{}] the cache was Reset after the locations were filled: they name emptied slots, so "
         "{}; prefetch (and relook up) the batch again, or Reset after its Backward",
         op, use == Use::kBackward ? "the update would be lost" : "the rows read would be wrong"));
   }
+  return false;
 }
 
 // The prefetch's error may not be reported yet (the op refused its ticket

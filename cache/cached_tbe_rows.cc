@@ -26,7 +26,7 @@ void CachedTbe::Forward(const ops::TbeBatch& batch, const CacheLocations& locati
                         storage::Tensor& out, const ops::TbeOptions& options) {
   static constexpr char kOp[] = "CachedTbe::Forward";
   CheckBatch(kOp, batch, &locations);
-  CheckUse(kOp, Use::kForward, batch, locations);
+  AdmitUse(kOp, Use::kForward, batch, locations);
   const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr};
   ops::EmbeddingBagForward(tables_, home_, batch, out,
                            WithMemory(options, options_.ctx, device_memory_), &cached);
@@ -36,7 +36,7 @@ void CachedTbe::ForwardInference(const ops::TbeBatch& batch, const CacheLocation
                                  storage::Tensor& out, const ops::TbeOptions& options) {
   static constexpr char kOp[] = "CachedTbe::ForwardInference";
   CheckBatch(kOp, batch, &locations);
-  CheckUse(kOp, Use::kInference, batch, locations);
+  AdmitUse(kOp, Use::kInference, batch, locations);
   // Reads the state too: a prefetch pushed later (it writes the state) may
   // refill an unlocked slot, so it must wait for this forward.
   const ops::TbeCachedRows cached{&locations.tensor(), &slots_, &state_};
@@ -49,7 +49,7 @@ void CachedTbe::BackwardSgd(const ops::TbeBatch& batch, const CacheLocations& lo
                             const ops::TbeOptions& options) {
   static constexpr char kOp[] = "CachedTbe::BackwardSgd";
   CheckBatch(kOp, batch, &locations);
-  CheckUse(kOp, Use::kBackward, batch, locations);
+  AdmitUse(kOp, Use::kBackward, batch, locations);
   const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr, &dirty_};
   ops::EmbeddingBagBackwardSgd(tables_, home_, batch, grad_output, sgd,
                                WithMemory(options, options_.ctx, device_memory_), &cached);
@@ -61,7 +61,7 @@ void CachedTbe::BackwardRowwiseAdagrad(const ops::TbeBatch& batch, const CacheLo
                                        const ops::TbeOptions& options) {
   static constexpr char kOp[] = "CachedTbe::BackwardRowwiseAdagrad";
   CheckBatch(kOp, batch, &locations);
-  CheckUse(kOp, Use::kBackward, batch, locations);
+  AdmitUse(kOp, Use::kBackward, batch, locations);
   storage::Tensor& accumulator = MakeAccumulator();
   const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr, &dirty_};
   ops::EmbeddingBagBackwardRowwiseAdagrad(tables_, home_, accumulator, batch, grad_output, adagrad,
@@ -74,7 +74,7 @@ void CachedTbe::BackwardAdam(const ops::TbeBatch& batch, const CacheLocations& l
                              const ops::AdamOptions& adam, const ops::TbeOptions& options) {
   static constexpr char kOp[] = "CachedTbe::BackwardAdam";
   CheckBatch(kOp, batch, &locations);
-  CheckUse(kOp, Use::kBackward, batch, locations);
+  AdmitUse(kOp, Use::kBackward, batch, locations);
   MakeAdamMoments();
   const ops::TbeCachedRows cached{&locations.tensor(), &slots_, nullptr, &dirty_};
   ops::EmbeddingBagBackwardAdam(tables_, home_, adam_m_, adam_v_, batch, grad_output, step, adam,

@@ -128,7 +128,7 @@ void CachedTbe::CheckBatch(const char* op, const ops::TbeBatch& batch,
 void CachedTbe::Prefetch(const ops::TbeBatch& batch, CacheLocations& locations) {
   static constexpr char kOp[] = "CachedTbe::Prefetch";
   CheckBatch(kOp, batch, &locations);
-  CheckUse(kOp, Use::kPrefetch, batch, locations);
+  AdmitUse(kOp, Use::kPrefetch, batch, locations);
   const int64_t timestep = ++timestep_;
   StepVars vars{{home_.var(), tables_meta_.var(), batch.indices->var(), batch.offsets->var()},
                 {state_.var(), dirty_.var(), locations.tensor().var()}};
@@ -176,7 +176,7 @@ void CachedTbe::Prefetch(const ops::TbeBatch& batch, CacheLocations& locations) 
 void CachedTbe::Relookup(const ops::TbeBatch& batch, CacheLocations& locations) {
   static constexpr char kOp[] = "CachedTbe::Relookup";
   CheckBatch(kOp, batch, &locations);
-  CheckUse(kOp, Use::kRelookup, batch, locations);
+  AdmitUse(kOp, Use::kRelookup, batch, locations);
   const StepVars vars{{tables_meta_.var(), batch.indices->var(), batch.offsets->var()},
                       {state_.var(), locations.tensor().var()}};
   const BatchArgs batch_args = BatchArgsOf(batch);
@@ -196,7 +196,7 @@ void CachedTbe::Relookup(const ops::TbeBatch& batch, CacheLocations& locations) 
 void CachedTbe::LookupForInference(const ops::TbeBatch& batch, CacheLocations& locations) {
   static constexpr char kOp[] = "CachedTbe::LookupForInference";
   CheckBatch(kOp, batch, &locations);
-  CheckUse(kOp, Use::kLookup, batch, locations);
+  AdmitUse(kOp, Use::kLookup, batch, locations);
   const StepVars vars{
       {state_.var(), tables_meta_.var(), batch.indices->var(), batch.offsets->var()},
       {locations.tensor().var()}};

@@ -49,6 +49,14 @@ class CacheStateTest : public EngineTest {
   Batch OneBag(const std::vector<int64_t>& rows0, const std::vector<int64_t>& rows1 = {}) {
     return MakeBatch(engine(), engine::Context::CPU(), 2, 1, {rows0, rows1});
   }
+  // Prefetches and relooks up `batch` `times` times: its rows' uses, each
+  // step a timestep (LFU's counts grow by the batch's indices each time).
+  static void UseTimes(CachedTbe& cache, CacheLocations& where, const Batch& batch, int times) {
+    for (int i = 0; i < times; ++i) {
+      cache.Prefetch(batch.view(), where);
+      cache.Relookup(batch.view(), where);
+    }
+  }
   // Locations read back: one slot (or -1) per index.
   std::vector<int32_t> SlotsOf(const CacheLocations& where, int64_t n) {
     const std::vector<int32_t> all = ToHost<int32_t>(where.tensor());
@@ -337,11 +345,7 @@ TEST_P(CacheStateTest, LfuCountsEveryIndex) {
 TEST_P(CacheStateTest, LfuRefusesARowUsedLessThanEveryWay) {
   auto cache = MakeCache(1, CachePolicy::kLfu);
   CacheLocations where = cache->NewLocations(32);
-  for (int i = 0; i < 3; ++i) {
-    Batch batch = OneBag(Range(0, 32));
-    cache->Prefetch(batch.view(), where);
-    cache->Relookup(batch.view(), where);
-  }
+  UseTimes(*cache, where, OneBag(Range(0, 32)), 3);
   const CacheSnapshot before = cache->Snapshot();
   Batch cold = OneBag({40});
   cache->Prefetch(cold.view(), where);
@@ -364,11 +368,7 @@ TEST_P(CacheStateTest, LfuRefusesARowUsedLessThanEveryWay) {
 TEST_P(CacheStateTest, LfuAdmitsARowUsedMoreThanTheVictim) {
   auto cache = MakeCache(1, CachePolicy::kLfu);
   CacheLocations where = cache->NewLocations(32);
-  for (int i = 0; i < 3; ++i) {
-    Batch batch = OneBag(Range(0, 32));
-    cache->Prefetch(batch.view(), where);
-    cache->Relookup(batch.view(), where);
-  }
+  UseTimes(*cache, where, OneBag(Range(0, 32)), 3);
   Batch hot = OneBag({40, 40, 40, 40});
   cache->Prefetch(hot.view(), where);
   const std::vector<int32_t> slots = SlotsOf(where, 4);
@@ -416,11 +416,7 @@ TEST_P(CacheStateTest, LfuTiesAdmitAndGoByRowId) {
 TEST_P(CacheStateTest, LfuConflictMissesOfAFullHotSetCountRowsAndIndices) {
   auto cache = MakeCache(1, CachePolicy::kLfu);
   CacheLocations where = cache->NewLocations(41);
-  for (int i = 0; i < 3; ++i) {
-    Batch batch = OneBag({}, Range(0, 32));  // table 1's rows: linear 100..131
-    cache->Prefetch(batch.view(), where);
-    cache->Relookup(batch.view(), where);
-  }
+  UseTimes(*cache, where, OneBag({}, Range(0, 32)), 3);  // table 1's rows: linear 100..131
   std::vector<int64_t> rows = Range(0, 40);
   rows.push_back(35);
   Batch cold = OneBag(rows);
@@ -443,11 +439,7 @@ TEST_P(CacheStateTest, LfuConflictMissesOfAFullHotSetCountRowsAndIndices) {
 TEST_P(CacheStateTest, LfuRowAdmittedByALaterPassGivesEveryIndexItsSlot) {
   auto cache = MakeCache(1, CachePolicy::kLfu, /*passes=*/2);
   CacheLocations where = cache->NewLocations(32);
-  for (int i = 0; i < 3; ++i) {
-    Batch batch = OneBag(Range(0, 32));
-    cache->Prefetch(batch.view(), where);
-    cache->Relookup(batch.view(), where);
-  }
+  UseTimes(*cache, where, OneBag(Range(0, 32)), 3);
   Batch hot = OneBag({40, 40, 40, 40});
   cache->Prefetch(hot.view(), where);
   const std::vector<int32_t> slots = SlotsOf(where, 4);
@@ -467,11 +459,7 @@ TEST_P(CacheStateTest, LfuRowAdmittedByALaterPassGivesEveryIndexItsSlot) {
 TEST_P(CacheStateTest, ResetZeroesLfuCounts) {
   auto cache = MakeCache(1, CachePolicy::kLfu);
   CacheLocations where = cache->NewLocations(32);
-  for (int i = 0; i < 3; ++i) {
-    Batch batch = OneBag(Range(0, 32));
-    cache->Prefetch(batch.view(), where);
-    cache->Relookup(batch.view(), where);
-  }
+  UseTimes(*cache, where, OneBag(Range(0, 32)), 3);
   cache->Reset();
   const std::vector<int64_t> counts = ToHost<int64_t>(cache->lfu_counts());
   EXPECT_TRUE(std::all_of(counts.begin(), counts.end(), [](int64_t c) { return c == 0; }));
