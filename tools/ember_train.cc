@@ -400,6 +400,66 @@ int PrintPlan(const Command& c) {
   return 0;
 }
 
+// The memory a run cannot do without, checked before any work so that a
+// typo in a shape or a budget fails at once (exit 2) rather than at an
+// allocation minutes in. Host-reachable memory holds the tables' rows and
+// optimizer state; the device the dense parameters with their gradients
+// and optimizer state, one batch's activations and their gradients, and
+// the cache's slots (on the CPU the device is the host). A lower bound:
+// the run needs more (the loader's batches, the pipeline's depth, the
+// pools' slack).
+void CheckMemoryFits(const Command& c) {
+  const TrainOptions& t = c.train;
+  const ModelConfig& m = t.model;
+  const ember::cache::CacheOptions& cache = t.placement.cache;
+  const ember::ops::TbeTables tbe = m.tables();
+  const auto element = static_cast<double>(ember::storage::SizeOf(m.embedding_dtype));
+  const double states = m.optimizer.kind == Optimizer::kAdam      ? 2
+                        : m.optimizer.kind == Optimizer::kAdagrad ? 1
+                                                                  : 0;
+  const double rows = static_cast<double>(tbe.total_rows());
+  const auto elements = static_cast<double>(tbe.total_elements());
+  // Adam keeps two f32 moments an element, row-wise Adagrad one f32 a row.
+  const double home = elements * element + (m.optimizer.kind == Optimizer::kAdam      ? 8 * elements
+                                            : m.optimizer.kind == Optimizer::kAdagrad ? 4 * rows
+                                                                                      : 0.0);
+  const double slot =
+      static_cast<double>(ember::cache::CacheSlotBytes(m.embedding_dim, m.embedding_dtype));
+  const double cached = cache.cache_bytes > 0 ? static_cast<double>(cache.cache_bytes)
+                                              : std::max(cache.load_factor * rows, 32.0) * slot;
+  const double dense = static_cast<double>(m.dense_parameters()) * 4 * (2 + states);
+  double widths = static_cast<double>(m.num_tables() + 1) * static_cast<double>(m.embedding_dim);
+  for (const std::vector<int64_t>& sizes : {m.bottom_sizes(), m.top_sizes()}) {
+    for (int64_t w : sizes) widths += static_cast<double>(w);
+  }
+  const double activations = 2 * 4 * widths * static_cast<double>(c.data.batch_size);
+  const auto gib = [](double bytes) { return bytes / 1073741824.0; };
+  const auto parts = fmt::format(
+      "dense parameters, gradients and optimizer state {:.1f} GiB; a batch's activations and "
+      "gradients {:.1f} GiB; the cache {:.1f} GiB",
+      gib(dense), gib(activations), gib(cached));
+  const auto host = static_cast<double>(PhysicalMemoryBytes());
+  if (!t.placement.ctx.is_gpu()) {
+    if (home + dense + activations + cached <= host) return;
+    Bad(
+        fmt::format("the run needs at least {:.1f} GiB of host memory (the tables' rows and "
+                    "optimizer state {:.1f} GiB; {}); this machine has {:.1f} GiB",
+                    gib(home + dense + activations + cached), gib(home), parts, gib(host)));
+  }
+  if (home > host) {
+    Bad(
+        fmt::format("the tables need {:.1f} GiB of host-reachable memory (rows and optimizer "
+                    "state); this machine has {:.1f} GiB",
+                    gib(home), gib(host)));
+  }
+  const auto free = static_cast<double>(ember::storage::DeviceFreeBytes(t.placement.ctx.device_id));
+  if (dense + activations + cached <= free) return;
+  Bad(
+      fmt::format("the run needs at least {:.1f} GiB of GPU memory ({}); GPU {} has {:.1f} GiB "
+                  "free",
+                  gib(dense + activations + cached), parts, t.placement.ctx.device_id, gib(free)));
+}
+
 // Flags -> options, every value checked (docs/train.md, "Bad input").
 Command FromFlags() {
   ember::tools::CheckEnvironment();
@@ -473,20 +533,6 @@ Command FromFlags() {
       policy == "lfu" ? ember::cache::CachePolicy::kLfu : ember::cache::CachePolicy::kLru;
   cache.home = ParseHome(absl::GetFlag(FLAGS_home));
   t.placement.deterministic = absl::GetFlag(FLAGS_deterministic);
-
-  // The rows live in host-reachable memory, with their optimizer state.
-  const ember::ops::TbeTables tbe = m.tables();
-  const int64_t state = m.optimizer.kind == Optimizer::kAdam      ? 8 * tbe.total_elements()
-                        : m.optimizer.kind == Optimizer::kAdagrad ? 4 * tbe.total_rows()
-                                                                  : 0;
-  const int64_t home = tbe.total_elements() * element + state;
-  if (home > PhysicalMemoryBytes() && !absl::GetFlag(FLAGS_plan)) {  // a plan allocates nothing
-    Bad(
-        fmt::format("the tables need {:.1f} GiB of host-reachable memory (rows and optimizer "
-                    "state); this machine has {:.1f} GiB",
-                    static_cast<double>(home) / 1073741824.0,
-                    static_cast<double>(PhysicalMemoryBytes()) / 1073741824.0));
-  }
 
   // The run.
   // With --ranks the schedule is a sharded one (ReadRankFlags).
@@ -566,6 +612,7 @@ Command FromFlags() {
   ReadPlanFlags(c);
   ReadRankFlags(c);
   t.Validate();
+  if (!c.plan) CheckMemoryFits(c);  // a plan allocates nothing
   return c;
 }
 
