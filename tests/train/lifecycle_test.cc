@@ -7,8 +7,10 @@
 
 #include <atomic>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -19,6 +21,7 @@
 #include "tests/train/data_test_util.h"
 #include "tests/train/train_test_util.h"
 #include "tools/train/checkpoint_file.h"
+#include "tools/train/data/batch_source.h"
 #include "tools/train/data/synthetic_source.h"
 #include "tools/train/trainer.h"
 
@@ -169,6 +172,64 @@ TEST_P(LifecycleTest, AStopFinishesTheStepInFlightAndCheckpoints) {
   EXPECT_EQ(file.header().step, result.steps);
   EXPECT_EQ(file.header().position, result.steps * 16);
   std::filesystem::remove_all(dir);
+}
+
+// Held-out data that asks the run to stop (as Ctrl-C would) when its
+// `stop_at`-th batch is read.
+class StoppingSource : public BatchSource {
+ public:
+  StoppingSource(std::unique_ptr<BatchSource> source, std::atomic<bool>* stop, int64_t stop_at)
+      : BatchSource(source->batch_size()),
+        source_(std::move(source)),
+        stop_(stop),
+        stop_at_(stop_at) {}
+  [[nodiscard]] const DataSpec& spec() const override { return source_->spec(); }
+  [[nodiscard]] int64_t position() const override { return source_->position(); }
+  [[nodiscard]] std::optional<int64_t> size() const override { return source_->size(); }
+  [[nodiscard]] std::optional<HostBatch> Next(const BatchMemory& memory) override {
+    if (++reads_ == stop_at_) *stop_ = true;
+    return source_->Next(memory);
+  }
+  void Seek(int64_t example) override { source_->Seek(example); }
+
+ private:
+  std::unique_ptr<BatchSource> source_;
+  std::atomic<bool>* stop_;
+  int64_t stop_at_;
+  int64_t reads_ = 0;
+};
+
+// A long evaluation is no reason to ignore Ctrl-C: the stop ends it at its
+// next batch, unreported (a part of the held-out data is not its loss), and
+// the run stops as from a step.
+TEST_P(LifecycleTest, AStopEndsAnEvaluationAtItsNextBatch) {
+  auto engine = NewEngine("ThreadedEnginePerDevice");
+  const ModelConfig model = TinyModel();
+  TrainOptions options = TinyOptions(model, GetParam(), 1000);
+  options.eval_every = 4;
+  std::atomic<bool> stop{false};
+  RunHooks hooks;
+  hooks.stop = &stop;
+  std::vector<int64_t> evaluated_at;
+  hooks.on_eval = [&](const EvalResult& r) { evaluated_at.push_back(r.step); };
+  TrainResult result;
+  {
+    // 20 held-out batches of 8 a evaluation; the stop comes at the second
+    // evaluation's fifth batch (the 25th read).
+    auto held_out = std::make_unique<StoppingSource>(
+        std::make_unique<SyntheticSource>(TinyData(model, 8, 160, 99)), &stop, 25);
+    Trainer trainer(*engine, options,
+                    std::make_unique<SyntheticSource>(TinyData(model, 16, kEndless)),
+                    std::move(held_out));
+    result = trainer.Run(hooks);
+  }
+  EXPECT_TRUE(result.stopped);
+  EXPECT_EQ(evaluated_at, (std::vector<int64_t>{4}));  // the second is not reported
+  ASSERT_EQ(result.evals.size(), 1u);
+  EXPECT_EQ(result.evals[0].examples, 160);
+  EXPECT_GE(result.steps, 8);
+  EXPECT_LE(result.steps, 10);
+  engine->WaitForAll();
 }
 
 INSTANTIATE_TEST_SUITE_P(Train, LifecycleTest, ::testing::ValuesIn(AllSchedules()),

@@ -278,9 +278,13 @@ class Trainer::Loop {
       held[slot].reset();
     };
     const std::string where = fmt::format("evaluation after step {}", step_);
+    bool stopped = false;
     try {
       t_.held_out_->Seek(0);  // the same examples at every evaluation
       for (int64_t k = 0; o_.eval_batches == 0 || k < o_.eval_batches; ++k) {
+        // A stop request ends a long evaluation too, at its next batch.
+        stopped = StopRequested();
+        if (stopped) break;
         std::optional<HostBatch> batch = t_.held_out_->Next(memory_);
         if (!batch) break;
         const int slot = static_cast<int>(k % 2);
@@ -294,6 +298,11 @@ class Trainer::Loop {
       }
     } catch (const std::exception& e) {
       throw TrainError(fmt::format("[Trainer] {}: {}", where, e.what()), step_);
+    }
+    if (stopped) {  // a part of the held-out data is no evaluation of it
+      Log().info("[Trainer] {} stopped after {} examples by the stop request; not reported", where,
+                 scores.size());
+      return;
     }
     r.examples = static_cast<int64_t>(scores.size());
     r.loss = r.examples > 0 ? loss_sum / static_cast<double>(r.examples) : 0.0;
