@@ -753,7 +753,8 @@ int Run(const Command& c) {
     }
     if (!c.trace.empty() && !g_stop.load()) {
       report.trace_path = c.trace;
-      report.trace = TraceSteps(c.train, c.engine, c.trace, c.trace_steps, c.trace_warmup, data);
+      report.trace =
+          TraceSteps(c.train, c.engine, c.trace, c.trace_steps, c.trace_warmup, data, &g_stop);
     }
     std::printf("%s", FormatSummary(report).c_str());
     runs.Push(ToJson(report));

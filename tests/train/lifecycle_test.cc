@@ -23,6 +23,7 @@
 #include "tools/train/checkpoint_file.h"
 #include "tools/train/data/batch_source.h"
 #include "tools/train/data/synthetic_source.h"
+#include "tools/train/runs.h"
 #include "tools/train/trainer.h"
 
 namespace ember::train::testing {
@@ -230,6 +231,30 @@ TEST_P(LifecycleTest, AStopEndsAnEvaluationAtItsNextBatch) {
   EXPECT_GE(result.steps, 8);
   EXPECT_LE(result.steps, 10);
   engine->WaitForAll();
+}
+
+// Ctrl-C during the short traced run of --trace or --compare stops it too,
+// and a few steps make no trace of the schedule: none is analyzed.
+TEST_P(LifecycleTest, AStopEndsATracedRunWithoutATrace) {
+  const ModelConfig model = TinyModel();
+  const TrainOptions options = TinyOptions(model, GetParam(), 0);
+  const DataFactory data{
+      .train = [&] { return std::make_unique<SyntheticSource>(TinyData(model, 16, kEndless)); }};
+  const std::string path =
+      (std::filesystem::temp_directory_path() /
+       fmt::format("ember_trace_stop_{}_{}.json", static_cast<int>(GetParam()), ::getpid()))
+          .string();
+  const std::atomic<bool> stop{true};
+  EXPECT_FALSE(TraceSteps(options, engine::ParseEngineType("ThreadedEnginePerDevice"), path,
+                          /*steps=*/1000, /*warmup=*/2, data, &stop)
+                   .has_value());
+  const std::atomic<bool> go{false};
+  const std::optional<TraceAnalysis> trace =
+      TraceSteps(options, engine::ParseEngineType("ThreadedEnginePerDevice"), path,
+                 /*steps=*/4, /*warmup=*/2, data, &go);
+  ASSERT_TRUE(trace.has_value());
+  EXPECT_EQ(trace->steps, 4);
+  std::filesystem::remove(path);
 }
 
 INSTANTIATE_TEST_SUITE_P(Train, LifecycleTest, ::testing::ValuesIn(AllSchedules()),

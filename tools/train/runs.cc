@@ -43,9 +43,11 @@ RunReport TrainAndReport(engine::Engine& engine, const TrainOptions& options,
   return report;
 }
 
-TraceAnalysis TraceSteps(const TrainOptions& options, engine::EngineOptions engine_options,
-                         const std::string& trace_path, int64_t steps, int64_t warmup,
-                         const DataFactory& data) {
+std::optional<TraceAnalysis> TraceSteps(const TrainOptions& options,
+                                        engine::EngineOptions engine_options,
+                                        const std::string& trace_path, int64_t steps,
+                                        int64_t warmup, const DataFactory& data,
+                                        const std::atomic<bool>* stop) {
   TrainOptions traced = options;
   traced.steps = warmup + steps;
   traced.eval_every = 0;
@@ -59,7 +61,9 @@ TraceAnalysis TraceSteps(const TrainOptions& options, engine::EngineOptions engi
     // tensors (declared after it) are gone.
     std::unique_ptr<engine::Engine> engine = engine::CreateEngine(engine_options);
     Trainer trainer(*engine, traced, data.train(), nullptr);
-    trainer.Run();
+    RunHooks hooks;
+    hooks.stop = stop;
+    if (trainer.Run(hooks).stopped) return std::nullopt;
   }
   return AnalyzeTrace(ReadChromeTrace(trace_path), warmup);
 }
@@ -82,7 +86,7 @@ std::vector<RunReport> CompareSchedules(const CompareOptions& options, const Dat
                            fmt::format("trace-{}.json", ToString(schedule)))
                               .string();
       report.trace = TraceSteps(train, options.engine, report.trace_path, options.trace_steps,
-                                options.trace_warmup, data);
+                                options.trace_warmup, data, hooks.stop);
     }
     if (on_run) on_run(report);
     reports.push_back(std::move(report));

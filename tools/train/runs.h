@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,11 +46,14 @@ RunReport TrainAndReport(engine::Engine& engine, const TrainOptions& options,
 // checkpoint) on a new engine made from `engine_options` with its profile
 // written to `trace_path` when the engine goes, reads that trace back and
 // analyzes its last `steps` steps (the warm-up's cold caches and first
-// allocations left out). Throws what Trainer throws, and InvalidArgument
-// for an unreadable trace.
-TraceAnalysis TraceSteps(const TrainOptions& options, engine::EngineOptions engine_options,
-                         const std::string& trace_path, int64_t steps, int64_t warmup,
-                         const DataFactory& data);
+// allocations left out). Nullopt when `stop` (as RunHooks::stop) ends the
+// run first: a few steps are no trace of the schedule. Throws what Trainer
+// throws, and InvalidArgument for an unreadable trace.
+std::optional<TraceAnalysis> TraceSteps(const TrainOptions& options,
+                                        engine::EngineOptions engine_options,
+                                        const std::string& trace_path, int64_t steps,
+                                        int64_t warmup, const DataFactory& data,
+                                        const std::atomic<bool>* stop = nullptr);
 
 struct CompareOptions {
   TrainOptions train;  // its schedule is replaced by each one's
