@@ -68,26 +68,29 @@ int64_t SlotDim(const ops::TbeTables& tables) {
   return dim;
 }
 
-// Sets from the byte budget or the load factor; at least one, and few
-// enough that slot numbers fit the i32 locations.
-int64_t NumSets(const ops::TbeTables& tables, const CacheOptions& options, int64_t slot_dim) {
-  const int64_t slot_bytes = CacheSlotBytes(slot_dim, options.dtype);
-  int64_t sets = 0;
+// Sets from the byte budget or the load factor, unchecked.
+int64_t SetsFor(const ops::TbeTables& tables, const CacheOptions& options, int64_t slot_dim) {
   if (options.cache_bytes > 0) {
-    sets = options.cache_bytes / (slot_bytes * kWays);
-    if (sets < 1) {
-      throw InvalidArgument(fmt::format(
-          "[CachedTbe] a cache of {} bytes is smaller than one set: {} ways of {} bytes (a row "
-          "of dim {} and its state) need {} bytes",
-          options.cache_bytes, kWays, slot_bytes, slot_dim, kWays * slot_bytes));
-    }
-  } else {
-    // Rows first, truncated, as FBGEMM sizes its cache: a ceiling of the
-    // product would add a set for its rounding error (3,200 rows at 0.07:
-    // 224.00000000000003 rows).
-    const auto rows =
-        static_cast<int64_t>(options.load_factor * static_cast<double>(tables.total_rows()));
-    sets = std::max<int64_t>(1, (rows + kWays - 1) / kWays);
+    return options.cache_bytes / (CacheSlotBytes(slot_dim, options.dtype) * kWays);
+  }
+  // Rows first, truncated, as FBGEMM sizes its cache: a ceiling of the
+  // product would add a set for its rounding error (3,200 rows at 0.07:
+  // 224.00000000000003 rows).
+  const auto rows =
+      static_cast<int64_t>(options.load_factor * static_cast<double>(tables.total_rows()));
+  return std::max<int64_t>(1, (rows + kWays - 1) / kWays);
+}
+
+// SetsFor, checked: at least one, and few enough that slot numbers fit the
+// i32 locations.
+int64_t NumSets(const ops::TbeTables& tables, const CacheOptions& options, int64_t slot_dim) {
+  const int64_t sets = SetsFor(tables, options, slot_dim);
+  if (sets < 1) {
+    const int64_t slot_bytes = CacheSlotBytes(slot_dim, options.dtype);
+    throw InvalidArgument(fmt::format(
+        "[CachedTbe] a cache of {} bytes is smaller than one set: {} ways of {} bytes (a row "
+        "of dim {} and its state) need {} bytes",
+        options.cache_bytes, kWays, slot_bytes, slot_dim, kWays * slot_bytes));
   }
   const int64_t max_sets = std::numeric_limits<int32_t>::max() / kWays;
   if (sets > max_sets) {
@@ -145,6 +148,10 @@ CachedTbe::CachedTbe(engine::Engine& engine, ops::TbeTables tables, const CacheO
 }
 
 CachedTbe::~CachedTbe() = default;  // the tensors delete themselves through the engine
+
+int64_t CacheSlotsFor(const ops::TbeTables& tables, const CacheOptions& options) {
+  return SetsFor(tables, options, SlotDim(tables)) * kWays;
+}
 
 int64_t CachedTbe::num_slots() const { return num_sets_ * kWays; }
 

@@ -116,6 +116,12 @@ class CacheLocations {
   std::shared_ptr<internal::PrefetchTicket> ticket_;  // its prefetch's, while prefetched
 };
 
+// The slots (sets of kCacheWays) a CachedTbe of `tables` and `options`
+// sizes itself to (CacheOptions, Sizing), without making one: with
+// CacheSlotBytes of the widest row, its device bytes. Unchecked: the
+// constructor refuses a size below one set or past the i32 locations.
+int64_t CacheSlotsFor(const ops::TbeTables& tables, const CacheOptions& options);
+
 class CachedTbe {
  public:
   // The home rows (their values unset: fill home() before the first

@@ -36,6 +36,7 @@
 #include <fmt/format.h>
 
 #include "cache/cache_options.h"
+#include "cache/cached_tbe.h"
 #include "engine/base/device.h"
 #include "engine/engine.h"
 #include "engine/error.h"
@@ -411,7 +412,8 @@ int PrintPlan(const Command& c) {
 void CheckMemoryFits(const Command& c) {
   const TrainOptions& t = c.train;
   const ModelConfig& m = t.model;
-  const ember::cache::CacheOptions& cache = t.placement.cache;
+  ember::cache::CacheOptions cache = t.placement.cache;
+  cache.dtype = m.embedding_dtype;  // as the model makes its cache
   const ember::ops::TbeTables tbe = m.tables();
   const auto element = static_cast<double>(ember::storage::SizeOf(m.embedding_dtype));
   const double states = m.optimizer.kind == Optimizer::kAdam      ? 2
@@ -423,10 +425,9 @@ void CheckMemoryFits(const Command& c) {
   const double home = elements * element + (m.optimizer.kind == Optimizer::kAdam      ? 8 * elements
                                             : m.optimizer.kind == Optimizer::kAdagrad ? 4 * rows
                                                                                       : 0.0);
-  const double slot =
+  const double cached =
+      static_cast<double>(ember::cache::CacheSlotsFor(tbe, cache)) *
       static_cast<double>(ember::cache::CacheSlotBytes(m.embedding_dim, m.embedding_dtype));
-  const double cached = cache.cache_bytes > 0 ? static_cast<double>(cache.cache_bytes)
-                                              : std::max(cache.load_factor * rows, 32.0) * slot;
   const double dense = static_cast<double>(m.dense_parameters()) * 4 * (2 + states);
   double widths = static_cast<double>(m.num_tables() + 1) * static_cast<double>(m.embedding_dim);
   for (const std::vector<int64_t>& sizes : {m.bottom_sizes(), m.top_sizes()}) {

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -624,6 +625,21 @@ TEST_P(CacheStateTest, ALoadFactorSizesTheCacheLikeFbgemm) {
   EXPECT_EQ(sets_for(3201, 0.07), 7) << "224.07 rows truncate to 224: 7 whole sets";
   EXPECT_EQ(sets_for(3200, 0.075), 8) << "240 rows: 7.5 sets, rounded up";
   EXPECT_EQ(sets_for(100, 0.001), 1) << "at least one set";
+}
+
+// CacheSlotsFor tells a caller the size a cache would take, for a load
+// factor or a byte budget, without making one.
+TEST_P(CacheStateTest, CacheSlotsForIsTheSizeTheCacheTakes) {
+  const ops::TbeTables tables({3200, 700}, {4, 12});
+  for (const auto& [load_factor, budget] :
+       {std::pair{0.07, int64_t{0}}, std::pair{0.5, int64_t{0}},
+        std::pair{0.2, int64_t{3} * kWays * CacheSlotBytes(12, storage::DType::kF32) + 5}}) {
+    CacheOptions options;
+    options.load_factor = load_factor;
+    options.cache_bytes = budget;
+    EXPECT_EQ(CacheSlotsFor(tables, options), CachedTbe(engine(), tables, options).num_slots())
+        << "load factor " << load_factor << ", budget " << budget;
+  }
 }
 
 TEST_P(CacheStateTest, SizesThatCannotBeACacheAreRefused) {
