@@ -113,22 +113,27 @@ __device__ int64_t WarpOfGrid() { return (int64_t{blockIdx.x} * blockDim.x + thr
 __device__ int64_t WarpsOfGrid() { return int64_t{gridDim.x} * blockDim.x / kWarp; }
 
 // The kernels that wait on the link (MoveKernel, FillKernel,
-// WriteBackKernel) run one block per SM with 16 rows in flight. The link
-// needs about 100 KB in flight to run at its rate, and these blocks keep
-// several times that; more warps would only hold the SMs' registers for
-// the whole pass, so that the compute kernels beside a prefetch (the
-// step's SGEMM blocks take some 52,000 of an SM's 65,536) could not start
-// a block where they sit. For a mapped home this costs the prefetch alone
-// a sixth of its rate (53% of the link against 63% with up to 4,096 blocks
-// of eight warps), and gains every training schedule: the prefetch and
-// fused steps run 15% shorter, the baseline's and semisync's 2-3% (H100,
-// docs/benchmarks.md, "A mapped home's fills beside the step").
+// WriteBackKernel) run few warps, each with kRowsInFlight rows in flight
+// per direction, in small blocks. A warp reading host memory holds its SM's
+// memory pipeline for the whole pass: while a prefetch runs beside the
+// step, every warp of it slows the compute kernels there (the SGEMMs beside
+// a block of four such warps on every SM ran 3.4x slower with a pinned
+// home, 2.1x with a managed one), while the rows need far fewer warps to
+// move at the link's pace (docs/benchmarks.md, "What the rows' moves cost
+// the step beside them"). The grids below are the step's best of a sweep
+// of `ember-train --compare` on an H100 ("The link-bound kernels' grids in
+// the step"): a mapped home's prefetch step ran 3.5 ms against 3.95 ms
+// with a block on every SM; a managed home's steps ran the same from 66 to
+// 264 warps, and fewer slowed the baseline, whose prefetch runs alone.
 //
-// MoveKernel's lanes copy a row each way: two warps a block.
+// MoveKernel (a managed home) copies a row each way per lane: two warps a
+// block, 66 blocks.
 constexpr int kMoveBlockThreads = 2 * kWarp;
-// FillKernel's and WriteBackKernel's copy one: four warps a block, at most
-// 64 registers a thread.
+constexpr int kMoveBlocks = 66;
+// FillKernel and WriteBackKernel (a mapped home) copy one: four warps a
+// block, 24 blocks, at most 64 registers a thread.
 constexpr int kFillBlockThreads = 4 * kWarp;
+constexpr int kFillBlocks = 24;
 constexpr int kFillBlocksPerSm = 65536 / (64 * kFillBlockThreads);
 
 // A managed home's pass: lanes 0.. write the moves' evicted rows home,
@@ -376,13 +381,15 @@ void SortByHome(MissSort sort, int64_t* const rows[2], uint32_t* const positions
 // in GPU memory but for the last pass's rows that find no staging.
 unsigned StageGrid(int64_t entries) { return GridFor(entries, kBlockWarps * kRowsInFlight, 2048); }
 
-// A link-bound kernel's grid for `entries`, at most a block per SM of the
-// cache's GPU: each of its warps takes kRowsInFlight entries at a time.
-unsigned LinkGrid(const CacheArgs& cache, int64_t entries, int block_threads, const char* op) {
+// A link-bound kernel's grid for `entries`: at most `blocks`, and at most
+// a block per SM of the cache's GPU. Each warp takes kRowsInFlight entries
+// at a time.
+unsigned LinkGrid(const CacheArgs& cache, int64_t entries, int block_threads, int blocks,
+                  const char* op) {
   int sms = 0;
   CudaCheckForOp(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cache.device),
                  "cudaDeviceGetAttribute (multiprocessors)", op);
-  return GridFor(entries, block_threads / kWarp * kRowsInFlight, sms);
+  return GridFor(entries, block_threads / kWarp * kRowsInFlight, std::min(blocks, sms));
 }
 
 // The staged rows' key_starts (IndexStagedKernel).
@@ -419,8 +426,8 @@ void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int pass, const
   const unsigned long long* fault_key = moves.sort.fault_key;
   if (moves.fill_capacity == 0) {
     LaunchChained("MoveKernel", op, MoveKernel,
-                  LinkGrid(cache, moves.sort.capacity, kMoveBlockThreads, op), kMoveBlockThreads,
-                  stream, cache, PassMoves(cache, moves, pass), fault_key);
+                  LinkGrid(cache, moves.sort.capacity, kMoveBlockThreads, kMoveBlocks, op),
+                  kMoveBlockThreads, stream, cache, PassMoves(cache, moves, pass), fault_key);
     return;
   }
   LaunchChained("StageKernel", op, StageKernel, StageGrid(moves.sort.capacity), kBlockThreads,
@@ -433,7 +440,7 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
   MissSort sort = moves.sort;
   sort.capacity = moves.piece_capacity;
   const int64_t pieces = (moves.fill_capacity + sort.capacity - 1) / sort.capacity;
-  const unsigned grid = LinkGrid(cache, sort.capacity, kFillBlockThreads, op);
+  const unsigned grid = LinkGrid(cache, sort.capacity, kFillBlockThreads, kFillBlocks, op);
   const unsigned gather_grid = GridFor(sort.capacity, kBlockThreads, 1024);
   unsigned long long* piece_count = &moves.counts->piece;
   Staged staged;
