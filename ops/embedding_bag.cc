@@ -316,7 +316,8 @@ void PushBackward(std::string_view op, engine::Context ctx, const TbeTables& tab
       op, ctx, {batch.indices, batch.offsets, batch.per_sample_weights, &grad_output, locations},
       writes,
       MakeKernel(ctx, tables, args, MemoryFor(op, ctx, options), options.validate,
-                 &internal::TbeBackwardCpu, &BackwardGpu));
+                 &internal::TbeBackwardCpu, &BackwardGpu),
+      options.property);
 }
 
 }  // namespace
@@ -361,7 +362,8 @@ void EmbeddingBagForward(const TbeTables& tables, const Tensor& weights, const T
                                has ? cached->order_after : nullptr},
                               {&out},
                               MakeKernel(ctx, tables, args, MemoryFor(kOp, ctx, options),
-                                         options.validate, &internal::TbeForwardCpu, &ForwardGpu));
+                                         options.validate, &internal::TbeForwardCpu, &ForwardGpu),
+                              options.property);
 }
 
 void EmbeddingBagBackwardSgd(const TbeTables& tables, Tensor& weights, const TbeBatch& batch,

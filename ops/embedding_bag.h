@@ -87,6 +87,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/context.h"
 #include "storage/storage_manager.h"
 #include "storage/tensor.h"
 
@@ -144,6 +145,12 @@ struct TbeOptions {
   // every op pushed with it and every TbeTables whose copy it holds.
   storage::StorageManager* device_memory = nullptr;
   storage::StorageManager* pinned_memory = nullptr;
+  // The engine's pool that runs the op (engine/context.h). On a GPU each
+  // pool has streams of its own, and under the Async engines an op waits
+  // for its inputs on its stream, holding up every op behind it there: a
+  // lookup whose batch is still being prefetched belongs on streams of its
+  // own (kGPUPrioritized), not on the compute streams of the step beside it.
+  engine::FnProperty property = engine::FnProperty::kNormal;
 };
 
 // One batch of lookups. per_sample_weights may be null.

@@ -119,7 +119,8 @@ void PushKernel(std::string_view op, engine::Context ctx,
 
 void PushCheckedKernel(std::string_view op, engine::Context ctx,
                        std::initializer_list<const Tensor*> reads,
-                       std::initializer_list<const Tensor*> writes, CheckedKernel kernel) {
+                       std::initializer_list<const Tensor*> writes, CheckedKernel kernel,
+                       engine::FnProperty prop) {
   const OpVars vars = VarsOf(op, reads, writes);
   vars.engine->PushAsync(
       [kernel = std::move(kernel)](engine::RunContext rc, const engine::OnStart& on_start,
@@ -132,7 +133,7 @@ void PushCheckedKernel(std::string_view op, engine::Context ctx,
           on_complete();
         }
       },
-      vars.reads, vars.writes, {.ctx = ctx, .prop = engine::FnProperty::kNormal, .name = op});
+      vars.reads, vars.writes, {.ctx = ctx, .prop = prop, .name = op});
 }
 
 }  // namespace ember::ops::internal

@@ -66,9 +66,11 @@ using CheckedKernel = std::function<engine::DeferredCheck(void* stream)>;
 
 // PushKernel for a CheckedKernel: the op completes right after the launch
 // and leaves its check to the engine, so that no worker waits for the GPU.
+// `prop` picks the engine's pool that runs it (engine/context.h).
 void PushCheckedKernel(std::string_view op, engine::Context ctx,
                        std::initializer_list<const Tensor*> reads,
-                       std::initializer_list<const Tensor*> writes, CheckedKernel kernel);
+                       std::initializer_list<const Tensor*> writes, CheckedKernel kernel,
+                       engine::FnProperty prop = engine::FnProperty::kNormal);
 
 // The shape as "[2, 3]", for messages.
 std::string ShapeString(const std::vector<int64_t>& shape);

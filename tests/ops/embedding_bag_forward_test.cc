@@ -4,7 +4,10 @@
 // then every bad input: the argument checks at push time, and the batch
 // checks of the kernel, whose error arrives through the output's wait.
 
+#include <cstdio>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -245,6 +248,36 @@ TEST(EmbeddingBagForwardTablesTest, PrefixSumsPlaceEachTable) {
   EXPECT_EQ(tables.row_offset(2), 13);
   EXPECT_EQ(tables.weight_offset(2), 430);
   EXPECT_EQ(tables.output_offset(1), 4);
+}
+
+// TbeOptions::property picks the engine's pool: the engine's profile names
+// each op's pool in its span's category. The values do not change.
+TEST(EmbeddingBagForwardPropertyTest, RunsOnThePoolItsPropertyNames) {
+  const std::string path = ::testing::TempDir() + "ember_tbe_property_profile.json";
+  std::remove(path.c_str());
+  const TbeProblem p = SmallTbeProblem(5);
+  std::vector<float> normal;
+  std::vector<float> prioritized;
+  {
+    engine::EngineOptions options = engine::ParseEngineType("ThreadedEnginePerDevice");
+    options.profile_path = path;
+    auto engine = engine::CreateEngine(options);
+    normal = RunTbeForward(*engine, p, Context::CPU(), DType::kI64, {});
+    prioritized = RunTbeForward(*engine, p, Context::CPU(), DType::kI64,
+                                {.property = engine::FnProperty::kCPUPrioritized});
+    try {
+      RunTbeForward(*engine, p, Context::CPU(), DType::kI64,
+                    {.property = engine::FnProperty::kDeleteVar});
+      ADD_FAILURE() << "no InvalidArgument";
+    } catch (const InvalidArgument& e) {
+      EXPECT_THAT(e.what(), HasSubstr("op 'EmbeddingBagForward': FnProperty::kDeleteVar"));
+    }
+  }  // the profile is written as the engine goes
+  EXPECT_EQ(prioritized, normal);
+  std::ifstream in(path);
+  const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(trace, HasSubstr(R"("name":"EmbeddingBagForward","cat":"cpu/Normal")"));
+  EXPECT_THAT(trace, HasSubstr(R"("name":"EmbeddingBagForward","cat":"cpu/CPUPrioritized")"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, EmbeddingBagForwardTest, ::testing::ValuesIn(EngineNames()));

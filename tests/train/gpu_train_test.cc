@@ -11,10 +11,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,8 @@
 #include "engine/base/device.h"
 #include "tests/train/train_test_util.h"
 #include "tools/train/data/synthetic_source.h"
+#include "tools/train/runs.h"
+#include "tools/train/trace_analysis.h"
 #include "tools/train/trainer.h"
 
 namespace ember::train::testing {
@@ -129,6 +133,51 @@ TEST_P(GpuTrainTest, Tf32MatmulsTrainCloseToFloat32) {
     EXPECT_NEAR(tf32.losses[i], f32.losses[i], 1e-2 * std::abs(f32.losses[i])) << "step " << i;
   }
   EXPECT_NE(tf32.losses, f32.losses) << "TF32 allowed, yet every loss is f32's to the bit";
+}
+
+// A GPU op waits for its inputs on its stream (under the Async engines,
+// with CUDA events), holding up every op queued behind it there. fused and
+// semisync push the lookup of batch i+1 while batch i still has dense ops
+// to push, and the lookup waits for its prefetch: it must run on streams
+// the dense ops do not use, or they wait for the prefetch too (semisync's
+// step was a third longer than prefetch's, docs/benchmarks.md). Every
+// schedule's lookups run there.
+TEST_P(GpuTrainTest, LookupsRunOnStreamsTheDenseOpsDoNotUse) {
+  const ModelConfig model = TinyModel();
+  const DataFactory data{
+      .train = [&] { return std::make_unique<SyntheticSource>(TinyData(model, 64, kEndless)); }};
+  for (Schedule schedule : AllSchedules()) {
+    SCOPED_TRACE(ToString(schedule));
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("ember_gpu_lookup_streams_" + std::to_string(::getpid()) + ".json"))
+                                 .string();
+    ASSERT_TRUE(TraceSteps(TinyOptions(model, schedule, 0, kGpu),
+                           engine::ParseEngineType(GetParam()), path, /*steps=*/4,
+                           /*warmup=*/2, data)
+                    .has_value());
+    const ChromeTrace trace = ReadChromeTrace(path);
+    std::filesystem::remove(path);
+    // Where an op ran: its stream under the Async engines (device spans);
+    // the plain engines have no device spans, and their ops hold a thread
+    // of their own pool until their GPU work is done.
+    std::map<uint64_t, std::string> row_names(trace.rows.begin(), trace.rows.end());
+    const bool streams = std::any_of(trace.spans.begin(), trace.spans.end(), [&](const auto& s) {
+      return row_names[s.row].starts_with("gpu0 stream");
+    });
+    std::set<std::string> lookup_rows;
+    std::set<std::string> dense_rows;
+    for (const TraceSpan& span : trace.spans) {
+      const std::string& row = row_names[span.row];
+      if (row.starts_with("gpu0 stream") != streams) continue;
+      if (span.name == "EmbeddingBagForward") lookup_rows.insert(row);
+      if (span.name == "Matmul") dense_rows.insert(row);
+    }
+    EXPECT_FALSE(lookup_rows.empty()) << "no span of a lookup";
+    EXPECT_FALSE(dense_rows.empty()) << "no span of a matmul";
+    for (const std::string& row : lookup_rows) {
+      EXPECT_FALSE(dense_rows.contains(row)) << "a lookup and a matmul both ran on " << row;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Train, GpuTrainTest,

@@ -135,7 +135,15 @@ void DlrmModel::Prefetch(BatchState& state) {
 }
 
 void DlrmModel::EmbeddingForward(BatchState& state) {
-  tbe_->Forward(TbeBatchOf(state), *state.locations, state.pooled, TbeOptionsFor());
+  // The lookup waits on the GPU for its batch's prefetch (on the copy-in
+  // stream) and for the last embedding backward. fused and semisync push it
+  // while the batch before still has dense ops to push: on a compute stream
+  // its wait would hold them up (semisync's step ran 4.6 ms against
+  // prefetch's 3.4, docs/benchmarks.md). The GPU priority workers' streams
+  // carry nothing else of the step, and the forward that needs it comes next.
+  ops::TbeOptions options = TbeOptionsFor();
+  if (placement_.ctx.is_gpu()) options.property = engine::FnProperty::kGPUPrioritized;
+  tbe_->Forward(TbeBatchOf(state), *state.locations, state.pooled, options);
   state.embedded = true;
 }
 
