@@ -89,6 +89,16 @@ struct CacheOptions {
   // row costs its slot's bytes and 24 more; a mapped home adds 8 bytes a
   // slot in any case (docs/cache.md).
   int64_t staging_bytes = int64_t{128} << 20;
+  // A GPU cache: the most warps of the kernels that move its rows over the
+  // link (fills and write-backs), 0 for each kernel's default: a block of
+  // four warps on every SM for a mapped home, 132 warps for a managed one.
+  // Those warps hold their SMs' memory pipelines for the whole prefetch, so
+  // a prefetch beside the step's compute (a pipelined schedule) slows the
+  // step's kernels more than its rows need: with a mapped home, 96 warps
+  // made the prefetch schedule's step 1.16x shorter on an H100, and the
+  // prefetch alone 1.4x slower (docs/benchmarks.md, "The link-bound
+  // kernels' warps").
+  int link_warps = 0;
 };
 
 }  // namespace ember::cache

@@ -46,6 +46,10 @@ void CheckOptions(const CacheOptions& options) {
         "negative",
         options.cache_bytes, options.prefetch_temp_bytes, options.staging_bytes));
   }
+  if (options.link_warps < 0) {
+    throw InvalidArgument(
+        fmt::format("[CachedTbe] link_warps {} must not be negative", options.link_warps));
+  }
   if (options.prefetch_passes < 1) {
     throw InvalidArgument(
         fmt::format("[CachedTbe] prefetch_passes {} must be at least 1", options.prefetch_passes));

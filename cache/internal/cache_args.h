@@ -116,6 +116,7 @@ struct CacheArgs {
   RowType row_type = RowType::kF32;
   Policy policy = Policy::kLru;
   bool write_back_every_row = true;  // false: only dirty rows go home (invariant 5)
+  int link_warps = 0;                // CacheOptions::link_warps
   // Per table (T) and the T + 1 prefix sums, as in TbeTables. Host memory
   // for the CPU kernels, device memory for the CUDA ones.
   const int64_t* rows = nullptr;

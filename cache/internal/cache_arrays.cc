@@ -65,6 +65,7 @@ CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& option
   args.row_type = RowTypeOf(options.dtype);
   args.policy = options.policy == CachePolicy::kLfu ? Policy::kLfu : Policy::kLru;
   args.write_back_every_row = options.write_back == WriteBack::kEveryRow;
+  args.link_warps = options.link_warps;
   const int64_t* base = meta.data<int64_t>();
   args.rows = base;
   args.dims = base + t_count;

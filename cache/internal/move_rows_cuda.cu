@@ -13,6 +13,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 
 #include "engine/cuda/check.h"
@@ -113,27 +114,25 @@ __device__ int64_t WarpOfGrid() { return (int64_t{blockIdx.x} * blockDim.x + thr
 __device__ int64_t WarpsOfGrid() { return int64_t{gridDim.x} * blockDim.x / kWarp; }
 
 // The kernels that wait on the link (MoveKernel, FillKernel,
-// WriteBackKernel) run few warps, each with kRowsInFlight rows in flight
-// per direction, in small blocks. A warp reading host memory holds its SM's
-// memory pipeline for the whole pass: while a prefetch runs beside the
-// step, every warp of it slows the compute kernels there (the SGEMMs beside
-// a block of four such warps on every SM ran 3.4x slower with a pinned
-// home, 2.1x with a managed one), while the rows need far fewer warps to
-// move at the link's pace (docs/benchmarks.md, "What the rows' moves cost
-// the step beside them"). The grids below are the step's best of a sweep
-// of `ember-train --compare` on an H100 ("The link-bound kernels' grids in
-// the step"): a mapped home's prefetch step ran 3.5 ms against 3.95 ms
-// with a block on every SM; a managed home's steps ran the same from 66 to
-// 264 warps, and fewer slowed the baseline, whose prefetch runs alone.
+// WriteBackKernel) run in small blocks, each warp with kRowsInFlight rows
+// in flight per direction, and at most CacheOptions::link_warps warps. A
+// warp reading host memory holds its SM's memory pipeline for the whole
+// pass: beside a prefetch, the step's compute kernels slow down with every
+// warp of it (SGEMMs beside a block of four such warps on every SM ran
+// 3.4x slower with a pinned home, 2.1x with a managed one), while the rows
+// need far fewer warps to move at the link's pace (docs/benchmarks.md,
+// "What the rows' moves cost the step beside them").
 //
 // MoveKernel (a managed home) copies a row each way per lane: two warps a
-// block, 66 blocks.
+// block, 66 blocks by default, which move the rows at the link's rate
+// alone and beside the step alike.
 constexpr int kMoveBlockThreads = 2 * kWarp;
 constexpr int kMoveBlocks = 66;
 // FillKernel and WriteBackKernel (a mapped home) copy one: four warps a
-// block, 24 blocks, at most 64 registers a thread.
+// block, at most 64 registers a thread; a block per SM by default, which
+// the GPU's translation of pinned memory needs for the rows' full rate
+// when the prefetch runs alone.
 constexpr int kFillBlockThreads = 4 * kWarp;
-constexpr int kFillBlocks = 24;
 constexpr int kFillBlocksPerSm = 65536 / (64 * kFillBlockThreads);
 
 // A managed home's pass: lanes 0.. write the moves' evicted rows home,
@@ -381,15 +380,17 @@ void SortByHome(MissSort sort, int64_t* const rows[2], uint32_t* const positions
 // in GPU memory but for the last pass's rows that find no staging.
 unsigned StageGrid(int64_t entries) { return GridFor(entries, kBlockWarps * kRowsInFlight, 2048); }
 
-// A link-bound kernel's grid for `entries`: at most `blocks`, and at most
-// a block per SM of the cache's GPU. Each warp takes kRowsInFlight entries
-// at a time.
+// A link-bound kernel's grid for `entries`: at most `blocks` (or
+// CacheOptions::link_warps' worth, when set), and at most a block per SM
+// of the cache's GPU. Each warp takes kRowsInFlight entries at a time.
 unsigned LinkGrid(const CacheArgs& cache, int64_t entries, int block_threads, int blocks,
                   const char* op) {
   int sms = 0;
   CudaCheckForOp(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cache.device),
                  "cudaDeviceGetAttribute (multiprocessors)", op);
-  return GridFor(entries, block_threads / kWarp * kRowsInFlight, std::min(blocks, sms));
+  const int warps = block_threads / kWarp;
+  if (cache.link_warps > 0) blocks = std::max(1, cache.link_warps / warps);
+  return GridFor(entries, warps * kRowsInFlight, std::min(blocks, sms));
 }
 
 // The staged rows' key_starts (IndexStagedKernel).
@@ -440,7 +441,7 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
   MissSort sort = moves.sort;
   sort.capacity = moves.piece_capacity;
   const int64_t pieces = (moves.fill_capacity + sort.capacity - 1) / sort.capacity;
-  const unsigned grid = LinkGrid(cache, sort.capacity, kFillBlockThreads, kFillBlocks, op);
+  const unsigned grid = LinkGrid(cache, sort.capacity, kFillBlockThreads, INT_MAX, op);
   const unsigned gather_grid = GridFor(sort.capacity, kBlockThreads, 1024);
   unsigned long long* piece_count = &moves.counts->piece;
   Staged staged;

@@ -55,6 +55,7 @@ struct Config {
   bool gpu_stats = true;  // the CPU twin always counts: PrefetchCpu writes its statistics unchecked
   int64_t staging_bytes = CacheOptions{}.staging_bytes;  // of the GPU cache's mapped home
   WriteBack write_back = WriteBack::kEveryRow;
+  int link_warps = 0;  // of the GPU cache
 };
 
 std::string Describe(const Config& c) {
@@ -66,7 +67,8 @@ std::string Describe(const Config& c) {
               ? ", mapped home, " + std::to_string(c.staging_bytes) + " staging bytes"
               : "") +
          (c.gpu_stats ? "" : ", GPU statistics off") +
-         (c.write_back == WriteBack::kDirtyRows ? ", dirty rows written back" : "");
+         (c.write_back == WriteBack::kDirtyRows ? ", dirty rows written back" : "") +
+         (c.link_warps > 0 ? ", " + std::to_string(c.link_warps) + " link warps" : "");
 }
 
 int64_t ElementBytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
@@ -246,6 +248,7 @@ class Twin {
     options.home = config.home;
     options.collect_stats = config.gpu_stats;
     options.staging_bytes = config.staging_bytes;
+    options.link_warps = config.link_warps;
     gpu_ = std::make_unique<CachedTbe>(engine, tables, options);
     EXPECT_EQ(cpu_->num_sets(), config.sets);
     EXPECT_EQ(gpu_->num_sets(), config.sets);
@@ -668,6 +671,24 @@ TEST_P(CacheCudaTest, MappedHomeFillsInPiecesMatchCpu) {
       if (passes > 1) config.write_back = WriteBack::kDirtyRows;
       SCOPED_TRACE(Describe(config));
       const CacheCounts totals = RunManyMisses(config, 61 + passes, 101);
+      if (HasFailure()) return;
+      EXPECT_GT(totals.evicted, 2 * 2048) << "more evictions than a tile";
+    }
+  }
+}
+
+// CacheOptions::link_warps narrows the grids of the kernels that move rows
+// over the link; a grid far smaller than the moves (one block, and a warp
+// less than a block) takes them all in turns.
+TEST_P(CacheCudaTest, FewLinkWarpsMoveEveryRowLikeTheCpu) {
+  for (const HomeMemory home : {HomeMemory::kManaged, HomeMemory::kMapped}) {
+    for (const int warps : {1, 3, 96}) {
+      Config config{CachePolicy::kLru, 2, DType::kF32, DType::kI64, /*sets=*/1024};
+      config.home = home;
+      config.link_warps = warps;
+      config.write_back = WriteBack::kDirtyRows;
+      SCOPED_TRACE(Describe(config) + (home == HomeMemory::kManaged ? ", managed home" : ""));
+      const CacheCounts totals = RunManyMisses(config, 71 + warps, 107);
       if (HasFailure()) return;
       EXPECT_GT(totals.evicted, 2 * 2048) << "more evictions than a tile";
     }

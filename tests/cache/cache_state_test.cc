@@ -574,6 +574,17 @@ TEST_P(CacheStateTest, NegativeSizesAreRefused) {
   }
 }
 
+TEST_P(CacheStateTest, NegativeLinkWarpsAreRefused) {
+  CacheOptions options;
+  options.link_warps = -8;
+  try {
+    CachedTbe cache(engine(), ops::TbeTables({100}, {4}), options);
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("[CachedTbe] link_warps -8 must not be negative"));
+  }
+}
+
 // prefetch_temp_bytes picks the fewest passes whose temporaries fit: one
 // for a budget of everything, one index a pass for a budget of nothing,
 // and never fewer passes for a smaller budget.

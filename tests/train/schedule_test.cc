@@ -103,6 +103,25 @@ INSTANTIATE_TEST_SUITE_P(Train, ScheduleTest,
                                                               Optimizer::kAdam)),
                          CaseName);
 
+// A pipelined schedule's cache moves its rows with LinkWarpsFor's warps,
+// unless the placement names its own; the baseline's with the whole GPU.
+TEST(ScheduleLinkWarps, TheTrainerGivesTheCacheTheSchedulesWarps) {
+  auto engine = NewEngine("ThreadedEnginePerDevice");
+  const ModelConfig model = TinyModel();
+  for (Schedule schedule : AllSchedules()) {
+    SCOPED_TRACE(ToString(schedule));
+    for (const int placed : {0, 40}) {
+      TrainOptions options = TinyOptions(model, schedule, 1);
+      options.placement.cache.link_warps = placed;
+      Trainer trainer(*engine, options,
+                      std::make_unique<SyntheticSource>(TinyData(model, 32, kEndless)), nullptr);
+      const int expected = placed != 0 ? placed : LinkWarpsFor(schedule);
+      EXPECT_EQ(trainer.model().placement().cache.link_warps, expected);
+    }
+    EXPECT_EQ(LinkWarpsFor(schedule), schedule == Schedule::kBaseline ? 0 : 96);
+  }
+}
+
 // Convergence on the synthetic click log: held-out loss falls and AUC
 // rises well above chance, and semisync ends within the documented
 // distance of baseline (docs/train.md: 0.01 in loss, 0.01 in AUC).

@@ -45,7 +45,8 @@ namespace ember::train {
 // Where the model lives and how its cache is sized.
 struct ModelPlacement {
   engine::Context ctx = engine::Context::CPU();
-  // The cache's sizing, policy and passes; ctx and dtype are the model's.
+  // The cache's sizing, policy and passes; ctx and dtype are the model's,
+  // and Trainer gives a link_warps of 0 the schedule's (LinkWarpsFor).
   cache::CacheOptions cache;
   // Asks the TBE for run-to-run identical backward passes (ops/embedding_bag.h:
   // always given; kept so that a deterministic run states it).

@@ -93,6 +93,8 @@ std::vector<Schedule> AllSchedules() {
   return {Schedule::kBaseline, Schedule::kPrefetch, Schedule::kFused, Schedule::kSemisync};
 }
 
+int LinkWarpsFor(Schedule schedule) { return schedule == Schedule::kBaseline ? 0 : 96; }
+
 void PushStep(Schedule schedule, DlrmModel& model, BatchState& cur, BatchState* next) {
   switch (schedule) {
     case Schedule::kBaseline:

@@ -42,6 +42,13 @@ Schedule ParseSchedule(std::string_view name);
 // Every schedule, baseline first.
 std::vector<Schedule> AllSchedules();
 
+// The cache's link_warps (cache_options.h) that `schedule` runs best with:
+// a pipelined schedule's prefetch runs beside the step's compute, which
+// its row moves slow down, and takes 96 warps (the best of a sweep on an
+// H100, docs/benchmarks.md); the baseline's runs alone, on the whole GPU
+// (0). Trainer uses it where ModelPlacement leaves link_warps at 0.
+int LinkWarpsFor(Schedule schedule);
+
 // Pushes the step of batch `cur` in `schedule`'s order, and the part of
 // batch `next`'s step that the schedule pushes ahead (its prefetch or
 // lookup). `next` is null at the end of the data and wherever the pipeline

@@ -11,6 +11,7 @@
 #include "tools/train/auc.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/data/loader.h"
+#include "tools/train/schedule.h"
 
 namespace ember::train {
 namespace {
@@ -26,6 +27,14 @@ void CheckData(const ModelConfig& model, const DataSpec& spec, std::string_view 
                   "model takes {} and {} of [{}]",
                   which, spec.num_dense, spec.num_tables(), absl::StrJoin(spec.rows, ", "),
                   model.num_dense, model.num_tables(), absl::StrJoin(model.table_rows, ", ")));
+}
+
+// The placement, with the cache's link_warps chosen for the schedule
+// where it is left at 0 (LinkWarpsFor).
+ModelPlacement PlacementFor(const TrainOptions& options) {
+  ModelPlacement placement = options.placement;
+  if (placement.cache.link_warps == 0) placement.cache.link_warps = LinkWarpsFor(options.schedule);
+  return placement;
 }
 
 }  // namespace
@@ -343,7 +352,7 @@ Trainer::Trainer(engine::Engine& engine, const TrainOptions& options,
   if (train_ == nullptr) throw InvalidArgument("[Trainer] no training data");
   CheckData(options_.model, train_->spec(), "training");
   if (held_out_ != nullptr) CheckData(options_.model, held_out_->spec(), "held-out");
-  model_ = std::make_unique<DlrmModel>(engine_, options_.model, options_.placement);
+  model_ = std::make_unique<DlrmModel>(engine_, options_.model, PlacementFor(options_));
 }
 
 Trainer::~Trainer() = default;
