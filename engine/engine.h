@@ -32,6 +32,7 @@
 // before the start of every later op that conflicts with it, and before
 // WaitForVar/WaitForAll return in the waiting thread.
 
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -48,7 +49,6 @@ namespace ember::engine {
 
 namespace internal {
 struct OprBlock;
-class Operator;
 }  // namespace internal
 
 // VarHandle: names one var of one engine. Copyable; a default-constructed
@@ -169,8 +169,25 @@ struct OpAttrs {
   std::string_view name = {};
 };
 
-// OprHandle: a pre-built op (NewOperator) that can be pushed many times.
-using OprHandle = internal::Operator*;
+// OprHandle: names a pre-built op (NewOperator) of one engine, which can be
+// pushed many times until DeleteOperator. Copyable; a default-constructed
+// or null handle names none (it compares equal to nullptr, as the raw
+// pointer of MXNet's engine does). Once its op is deleted the handle is
+// stale: Push and DeleteOperator refuse it with UsageError.
+class OprHandle {
+ public:
+  constexpr OprHandle() = default;
+  constexpr OprHandle(std::nullptr_t) {}  // NOLINT(google-explicit-constructor): as a pointer
+  static constexpr OprHandle FromBits(uint64_t bits) { return OprHandle(bits); }
+  [[nodiscard]] constexpr uint64_t bits() const { return bits_; }
+  [[nodiscard]] constexpr bool is_null() const { return bits_ == 0; }
+  constexpr explicit operator bool() const { return bits_ != 0; }
+  friend constexpr bool operator==(OprHandle, OprHandle) = default;
+
+ private:
+  constexpr explicit OprHandle(uint64_t bits) : bits_(bits) {}
+  uint64_t bits_ = 0;
+};
 
 class Engine {
  public:
@@ -222,9 +239,11 @@ class Engine {
                                               const OpAttrs& attrs = {}) = 0;
   // Pushes `op` to run on `ctx` with `priority`; these, not the attrs given
   // to NewOperator, are the run's. Throws Unavailable for a context this
-  // engine has no workers for. REQUIRES: op not deleted.
+  // engine has no workers for, InvalidArgument for a null or foreign
+  // handle, UsageError for a deleted op.
   virtual void Push(OprHandle op, Context ctx, int priority = 0) = 0;
-  // Releases `op`; pushes already made still run. The handle is invalid after.
+  // Releases `op`; pushes already made still run. The handle (and every
+  // copy of it) is stale from this call on. Throws as Push.
   virtual void DeleteOperator(OprHandle op) = 0;
 
   // Blocks until every op that writes `var` and was pushed before this call

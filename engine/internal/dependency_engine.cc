@@ -108,6 +108,7 @@ DependencyEngine::DependencyEngine(const EngineOptions& options)
       fork_generation_(ForkGeneration()),
       id_(NextEngineId()),
       vars_(static_cast<uint16_t>(id_ % 0xFFFF + 1)),
+      operators_(static_cast<uint16_t>(id_ % 0xFFFF + 1)),
       in_flight_(options.max_in_flight, options.pace_in_flight),
       profiler_(options.profile_path.empty() ? nullptr
                                              : std::make_unique<Profiler>(options.profile_path)),
@@ -277,29 +278,25 @@ OprHandle DependencyEngine::NewOperator(AsyncFn fn, VarList const_vars, VarList 
   // (see engine.h), so they are not checked here either.
   VarAccesses accesses;
   Normalize(const_vars, mutable_vars, kWhere, attrs.name, &accesses, /*check_generation=*/true);
-  return new Operator(std::move(fn), accesses, attrs);
+  return operators_.Add(new Operator(std::move(fn), accesses, attrs));
 }
 
-void DependencyEngine::Push(OprHandle op, Context ctx, int priority) {
+void DependencyEngine::Push(OprHandle handle, Context ctx, int priority) {
   constexpr std::string_view kWhere = "Engine::Push";
   CheckUsable(kWhere);
-  if (op == nullptr) throw InvalidArgument("[Engine::Push] null operator handle");
-  if (op->deleted.load(std::memory_order_acquire)) {
-    throw UsageError(fmt::format("[Engine::Push] operator '{}' was deleted", op->name()));
+  Operator* op = operators_.Acquire(handle, kWhere);  // the push's reference
+  try {
+    executor_->CheckContext(ctx, kWhere, op->name());
+    FlushBulk();
+  } catch (...) {
+    op->Unref();
+    throw;
   }
-  executor_->CheckContext(ctx, kWhere, op->name());
-  FlushBulk();
-  op->Ref();
   Submit(OprBlock::New(this, op, ctx, priority), kWhere);
 }
 
-void DependencyEngine::DeleteOperator(OprHandle op) {
-  if (op == nullptr) throw InvalidArgument("[Engine::DeleteOperator] null operator handle");
-  if (op->deleted.exchange(true)) {
-    throw UsageError(
-        fmt::format("[Engine::DeleteOperator] operator '{}' was already deleted", op->name()));
-  }
-  op->Unref();
+void DependencyEngine::DeleteOperator(OprHandle handle) {
+  operators_.Remove(handle, "Engine::DeleteOperator");
 }
 
 void DependencyEngine::DeleteVariable(VarHandle var, SyncFn on_delete, Context ctx) {

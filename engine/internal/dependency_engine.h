@@ -29,6 +29,7 @@
 #include "engine/internal/executors.h"
 #include "engine/internal/gpu_backend.h"
 #include "engine/internal/in_flight.h"
+#include "engine/internal/operator_table.h"
 #include "engine/internal/opr_block.h"
 #include "engine/internal/profiler.h"
 #include "engine/internal/var_table.h"
@@ -117,6 +118,7 @@ class DependencyEngine final : public Engine {
 
   // Thread-safe by themselves.
   VarTable vars_;
+  OperatorTable operators_;
   InFlight in_flight_;
   std::atomic<uint64_t> next_seq_{0};
   // Serializes the queueing of pushes on their vars (EnqueueOnVars). A spin

@@ -73,8 +73,6 @@ class Operator {
   void Unref() {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
-  // Set by DeleteOperator; a Push of a deleted operator is refused.
-  std::atomic<bool> deleted{false};
 
  private:
   AsyncFn fn_;

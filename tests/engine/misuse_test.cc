@@ -1,7 +1,10 @@
 // One test per misuse (CUDASTF's error_checks): each asserts the exception
 // type and that its message says where and what.
 
+#include <atomic>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -102,6 +105,68 @@ TEST_P(MisuseTest, StaleHandleBesideTheCurrentOneIsRefused) {
       {"stale"});
   engine().WaitForAll();
   EXPECT_FALSE(ran);
+}
+
+// An operator handle kept after DeleteOperator is refused, also once the
+// operator is gone (no push held it) and its slot holds a new operator,
+// which must not run in its place; so are null and foreign handles.
+TEST_P(MisuseTest, StaleNullAndForeignOperatorHandlesAreRefused) {
+  VarHandle v = engine().NewVariable();
+  auto op_on = [&](std::atomic<int>* runs, std::string_view name) {
+    return engine().NewOperator(
+        [runs](RunContext, const OnStart& start, const OnComplete& complete) {
+          start();
+          runs->fetch_add(1);
+          complete();
+        },
+        {}, {v}, {.name = name});
+  };
+  std::atomic<int> old_runs{0};
+  std::atomic<int> new_runs{0};
+  const OprHandle old = op_on(&old_runs, "old");
+  engine().DeleteOperator(old);  // nothing pushed: the operator is freed
+  const OprHandle reused = op_on(&new_runs, "new");
+  ExpectThrowWith<UsageError>([&] { engine().Push(old, Context::CPU()); },
+                              {"[Engine::Push] operator 'old' was deleted"});
+  ExpectThrowWith<UsageError>([&] { engine().DeleteOperator(old); },
+                              {"[Engine::DeleteOperator] operator 'old' was deleted"});
+  engine().Push(reused, Context::CPU());
+  engine().WaitForVar(v);
+  EXPECT_EQ(old_runs.load(), 0);
+  EXPECT_EQ(new_runs.load(), 1) << "the stale handle ran the operator that took its slot";
+  engine().DeleteOperator(reused);
+
+  ExpectThrowWith<InvalidArgument>([&] { engine().Push(OprHandle(), Context::CPU()); },
+                                   {"[Engine::Push] null operator handle"});
+  ExpectThrowWith<InvalidArgument>([&] { engine().DeleteOperator(nullptr); },
+                                   {"[Engine::DeleteOperator] null operator handle"});
+  EngineOptions naive;
+  naive.type = EngineType::kNaive;
+  auto other = CreateEngine(naive);
+  const OprHandle foreign =
+      other->NewOperator([](RunContext, const OnStart&, const OnComplete&) {}, {}, {});
+  ExpectThrowWith<InvalidArgument>([&] { engine().Push(foreign, Context::CPU()); },
+                                   {"[Engine::Push]", "another engine"});
+  other->DeleteOperator(foreign);
+}
+
+// An operator the program never deleted is released with its engine (its
+// function and what it holds), not leaked.
+TEST(OperatorLifetime, AnEngineReleasesTheOperatorsNeverDeleted) {
+  auto token = std::make_shared<int>(7);
+  {
+    auto engine = CreateEngine(EngineOptions{});
+    const OprHandle op = engine->NewOperator(
+        [token](RunContext, const OnStart& start, const OnComplete& complete) {
+          start();
+          complete();
+        },
+        {}, {engine->NewVariable()});
+    engine->Push(op, Context::CPU());
+    engine->WaitForAll();
+    EXPECT_EQ(token.use_count(), 2);
+  }
+  EXPECT_EQ(token.use_count(), 1);
 }
 
 TEST_P(MisuseTest, DeleteVarPropertyIsTheEnginesOwn) {

@@ -1,0 +1,91 @@
+#include "engine/internal/operator_table.h"
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/internal/slot_chunks.h"
+
+namespace ember::engine::internal {
+namespace {
+
+constexpr uint64_t kSlotMask = kMaxSlots - 1;
+constexpr uint32_t kGenerationMask = (1u << 24) - 1;
+
+uint32_t SlotOf(OprHandle h) { return static_cast<uint32_t>(h.bits() & kSlotMask); }
+uint32_t GenerationOf(OprHandle h) {
+  return static_cast<uint32_t>(h.bits() >> 24) & kGenerationMask;
+}
+uint16_t TagOf(OprHandle h) { return static_cast<uint16_t>(h.bits() >> 48); }
+
+}  // namespace
+
+OperatorTable::OperatorTable(uint16_t tag) : tag_(tag) {}
+
+OperatorTable::~OperatorTable() {
+  MutexLock lock(&mu_);
+  for (Slot& slot : slots_) {
+    if (slot.op != nullptr) slot.op->Unref();
+  }
+}
+
+OprHandle OperatorTable::Add(Operator* op) {
+  MutexLock lock(&mu_);
+  uint32_t index = 0;
+  if (!free_.empty()) {
+    index = free_.back();
+    free_.pop_back();
+  } else {
+    if (slots_.size() == kMaxSlots) {
+      op->Unref();
+      throw Error(
+          fmt::format("[Engine::NewOperator] all {} operator slots are live; delete "
+                      "operators that are no longer used",
+                      kMaxSlots));
+    }
+    index = static_cast<uint32_t>(slots_.size());
+    slots_.emplace_back();
+  }
+  Slot& slot = slots_[index];
+  slot.op = op;
+  return OprHandle::FromBits(uint64_t{tag_} << 48 | uint64_t{slot.generation} << 24 | index);
+}
+
+OperatorTable::Slot& OperatorTable::Resolve(OprHandle handle, std::string_view where) {
+  if (handle.is_null()) throw InvalidArgument(fmt::format("[{}] null operator handle", where));
+  if (TagOf(handle) != tag_ || SlotOf(handle) >= slots_.size()) {
+    throw InvalidArgument(fmt::format(
+        "[{}] the operator handle belongs to another engine (or was never made by NewOperator)",
+        where));
+  }
+  Slot& slot = slots_[SlotOf(handle)];
+  if (slot.op != nullptr && slot.generation == GenerationOf(handle)) return slot;
+  // The last delete of the slot was this handle's when the generation moved
+  // on by one since: then its operator's name is known.
+  const bool last = ((GenerationOf(handle) + 1) & kGenerationMask) == slot.generation;
+  throw UsageError(fmt::format("[{}] operator {}was deleted (a stale handle)", where,
+                               last ? fmt::format("'{}' ", slot.deleted_name) : ""));
+}
+
+Operator* OperatorTable::Acquire(OprHandle handle, std::string_view where) {
+  MutexLock lock(&mu_);
+  Operator* op = Resolve(handle, where).op;
+  op->Ref();
+  return op;
+}
+
+void OperatorTable::Remove(OprHandle handle, std::string_view where) {
+  Operator* op = nullptr;
+  {
+    MutexLock lock(&mu_);
+    Slot& slot = Resolve(handle, where);
+    op = slot.op;
+    slot.op = nullptr;
+    slot.deleted_name = op->name();
+    slot.generation = (slot.generation + 1) & kGenerationMask;
+    if (slot.generation == 0) slot.generation = 1;
+    free_.push_back(SlotOf(handle));
+  }
+  op->Unref();  // outside the lock: the last reference deletes the operator
+}
+
+}  // namespace ember::engine::internal
