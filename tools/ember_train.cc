@@ -613,6 +613,7 @@ Command FromFlags() {
   ReadPlanFlags(c);
   ReadRankFlags(c);
   t.Validate();
+  CheckDataFiles(d, t.model);
   if (!c.plan) CheckMemoryFits(c);  // a plan allocates nothing
   return c;
 }

@@ -256,6 +256,47 @@ TEST(CliTest, EvalEveryWithoutHeldOutDataIsRefused) {
   fs::remove_all(dir);
 }
 
+// A data file that is not of its format at all (another file named by
+// mistake) is refused before any work, naming the file, the line and the
+// field, for the training and the held-out data and both formats; a bad
+// line further on is found where the run reaches it (exit 1, the step).
+TEST(CliTest, DataFilesThatAreNotCriteoAreRefusedBeforeAnyWork) {
+  const std::string dir = TempDir("ember_cli_bad_data");
+  const std::string good_line = "1" + std::string(13, '\t') + std::string(26, '\t') + "\n";
+  const std::string good = dir + "/good.tsv";
+  std::ofstream(good) << good_line << good_line;
+  const std::string text = dir + "/notes.txt";
+  std::ofstream(text) << "hello world\n" << good_line;
+  const std::string binary = dir + "/day.bin";
+  std::ofstream(binary) << std::string(200, 'x');
+  const std::string later = dir + "/later.tsv";
+  std::ofstream(later) << good_line << good_line << "1\tzz\n";
+  const std::vector<std::string> shape = {"--device=cpu", "--tables=26", "--rows=1000",
+                                          "--dim=8",      "--batch=2",   "--steps=4"};
+  const struct {
+    std::vector<std::string> args;
+    std::string message;
+  } cases[] = {
+      {{"--data=criteo:" + good + "," + text}, text + ":1: has 1 field; a Criteo line has 40"},
+      {{"--data=criteo:" + good, "--eval_data=criteo:" + text}, text + ":1: has 1 field"},
+      {{"--data=criteo-bin:" + binary}, binary + ": bad magic"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = shape;
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const Outcome out = RunTool(EMBER_TRAIN_BIN, args);
+    EXPECT_EQ(out.status, 2) << out.output;
+    EXPECT_THAT(out.output, HasSubstr(c.message));
+    EXPECT_THAT(out.output, ::testing::Not(HasSubstr("engine ")));
+  }
+  std::vector<std::string> args = shape;
+  args.push_back("--data=criteo:" + later);
+  const Outcome out = RunTool(EMBER_TRAIN_BIN, args);
+  EXPECT_EQ(out.status, 1) << out.output;
+  EXPECT_THAT(out.output, HasSubstr(later + ":3: has 2 fields"));
+  fs::remove_all(dir);
+}
+
 // The data's short last batch cannot be split into whole local batches: a
 // sharded run drops it (TorchRec's drop_last) on every rank, and says so.
 TEST(CliTest, RanksDropTheShortLastBatch) {

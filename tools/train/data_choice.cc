@@ -8,6 +8,7 @@
 
 #include "engine/error.h"
 #include "tools/train/data/criteo_binary_source.h"
+#include "tools/train/data/criteo_text_reader.h"
 #include "tools/train/data/criteo_text_source.h"
 #include "tools/train/data/synthetic_source.h"
 
@@ -46,7 +47,47 @@ std::unique_ptr<BatchSource> Make(const DataChoice& choice, const ModelConfig& m
   return nullptr;
 }
 
+bool IsCriteo(const DataOptions& options) {
+  return options.train.kind != DataChoice::Kind::kSynthetic ||
+         (options.held_out && options.held_out->kind != DataChoice::Kind::kSynthetic);
+}
+
+void CheckCriteoShape(const DataOptions& options, const ModelConfig& model) {
+  if (!IsCriteo(options)) return;
+  if (model.num_dense == kCriteoDense && model.num_tables() == kCriteoTables) return;
+  throw InvalidArgument(fmt::format(
+      "[--data] Criteo data has {} dense features and {} tables; the model has {} and {} "
+      "(set --dense=13 --tables=26)",
+      kCriteoDense, kCriteoTables, model.num_dense, model.num_tables()));
+}
+
+// Reads the first record of each file of `choice`: a text file's first
+// line; a binary source reads every file's header as it opens.
+void CheckFilesBegin(const DataChoice& choice, const ModelConfig& model) {
+  switch (choice.kind) {
+    case DataChoice::Kind::kSynthetic:
+      return;
+    case DataChoice::Kind::kCriteoText:
+      for (const std::string& path : choice.paths) {
+        CriteoTextReader reader({path}, model.table_rows, /*skip_bad_lines=*/false,
+                                "CriteoTextSource");
+        CriteoRecord record;
+        (void)reader.Next(&record);
+      }
+      return;
+    case DataChoice::Kind::kCriteoBinary:
+      (void)Make(choice, model, 1, {});
+      return;
+  }
+}
+
 }  // namespace
+
+void CheckDataFiles(const DataOptions& options, const ModelConfig& model) {
+  CheckCriteoShape(options, model);
+  CheckFilesBegin(options.train, model);
+  if (options.held_out) CheckFilesBegin(*options.held_out, model);
+}
 
 DataChoice ParseDataChoice(std::string_view flag, std::string_view value) {
   DataChoice choice;
@@ -77,14 +118,7 @@ DataChoice ParseDataChoice(std::string_view flag, std::string_view value) {
 }
 
 DataFactory MakeDataFactory(const DataOptions& options, const ModelConfig& model) {
-  const bool criteo = options.train.kind != DataChoice::Kind::kSynthetic ||
-                      (options.held_out && options.held_out->kind != DataChoice::Kind::kSynthetic);
-  if (criteo && (model.num_dense != kCriteoDense || model.num_tables() != kCriteoTables)) {
-    throw InvalidArgument(fmt::format(
-        "[--data] Criteo data has {} dense features and {} tables; the model has {} and {} "
-        "(set --dense=13 --tables=26)",
-        kCriteoDense, kCriteoTables, model.num_dense, model.num_tables()));
-  }
+  CheckCriteoShape(options, model);
   SyntheticOptions train;
   train.batch_size = options.batch_size;
   train.seed = options.seed;

@@ -49,4 +49,14 @@ struct DataOptions {
 // that cannot fit the model (Criteo with another shape).
 DataFactory MakeDataFactory(const DataOptions& options, const ModelConfig& model);
 
+// Checks, before a run starts, what MakeDataFactory checks and how each
+// file of `options` begins, as its source reads it: the first line of each
+// Criteo text file, the header of each binary file (sizes, the model's
+// shape). A file that is not of its format at all is so refused before any
+// work, naming the file, the line and the field; a bad line further on is
+// found where the run reaches it (trainer.h, "Errors"): reading a day of
+// the Terabyte logs through first would take as long as training on it.
+// Throws InvalidArgument.
+void CheckDataFiles(const DataOptions& options, const ModelConfig& model);
+
 }  // namespace ember::train
