@@ -90,8 +90,9 @@ struct CacheOptions {
   // slot in any case (docs/cache.md).
   int64_t staging_bytes = int64_t{128} << 20;
   // A GPU cache: the most warps of the kernels that move its rows over the
-  // link (fills and write-backs), 0 for each kernel's default: a block of
-  // four warps on every SM for a mapped home, 132 warps for a managed one.
+  // link (fills and write-backs; at least one block of such a kernel, two
+  // or four warps), 0 for each kernel's default: a block of four warps on
+  // every SM for a mapped home, 66 blocks of two for a managed one.
   // Those warps hold their SMs' memory pipelines for the whole prefetch, so
   // a prefetch beside the step's compute (a pipelined schedule) slows the
   // step's kernels more than its rows need: with a mapped home, 96 warps

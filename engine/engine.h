@@ -243,7 +243,8 @@ class Engine {
   // handle, UsageError for a deleted op.
   virtual void Push(OprHandle op, Context ctx, int priority = 0) = 0;
   // Releases `op`; pushes already made still run. The handle (and every
-  // copy of it) is stale from this call on. Throws as Push.
+  // copy of it) is stale from this call on. Throws InvalidArgument for a
+  // null or foreign handle, UsageError for a deleted op.
   virtual void DeleteOperator(OprHandle op) = 0;
 
   // Blocks until every op that writes `var` and was pushed before this call

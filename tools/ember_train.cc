@@ -613,8 +613,8 @@ Command FromFlags() {
   ReadPlanFlags(c);
   ReadRankFlags(c);
   t.Validate();
-  CheckDataFiles(d, t.model);
-  if (!c.plan) CheckMemoryFits(c);  // a plan allocates nothing
+  if (!c.plan) CheckDataFiles(d, t.model);  // a plan reads no data
+  if (!c.plan) CheckMemoryFits(c);          // a plan allocates nothing
   return c;
 }
 

@@ -130,8 +130,10 @@ DependencyEngine::~DependencyEngine() {
     // this engine is unaffected.
     executor_->AbandonAfterFork();
     (void)backend_.release();
+    operators_.AbandonAfterFork();
     return;
   }
+  operators_.ReleaseAll();  // first: what their functions push as they go still runs
   try {
     Bulk::Flush(this);
   } catch (const std::exception& e) {
@@ -285,18 +287,22 @@ void DependencyEngine::Push(OprHandle handle, Context ctx, int priority) {
   constexpr std::string_view kWhere = "Engine::Push";
   CheckUsable(kWhere);
   Operator* op = operators_.Acquire(handle, kWhere);  // the push's reference
+  OprBlock* block = nullptr;
   try {
     executor_->CheckContext(ctx, kWhere, op->name());
     FlushBulk();
+    block = OprBlock::New(this, op, ctx, priority);  // takes over the reference
   } catch (...) {
     op->Unref();
     throw;
   }
-  Submit(OprBlock::New(this, op, ctx, priority), kWhere);
+  Submit(block, kWhere);
 }
 
 void DependencyEngine::DeleteOperator(OprHandle handle) {
-  operators_.Remove(handle, "Engine::DeleteOperator");
+  constexpr std::string_view kWhere = "Engine::DeleteOperator";
+  CheckUsable(kWhere, /*in_op_ok=*/true);
+  operators_.Remove(handle, kWhere);
 }
 
 void DependencyEngine::DeleteVariable(VarHandle var, SyncFn on_delete, Context ctx) {

@@ -16,38 +16,55 @@ uint32_t GenerationOf(OprHandle h) {
   return static_cast<uint32_t>(h.bits() >> 24) & kGenerationMask;
 }
 uint16_t TagOf(OprHandle h) { return static_cast<uint16_t>(h.bits() >> 48); }
+// Generations run 1..2^24 - 1 and wrap (a handle is never all zero).
+uint32_t NextGeneration(uint32_t g) { return (g & kGenerationMask) == kGenerationMask ? 1 : g + 1; }
 
 }  // namespace
 
 OperatorTable::OperatorTable(uint16_t tag) : tag_(tag) {}
 
 OperatorTable::~OperatorTable() {
-  MutexLock lock(&mu_);
-  for (Slot& slot : slots_) {
-    if (slot.op != nullptr) slot.op->Unref();
+  if (!abandoned_) ReleaseAll();
+}
+
+void OperatorTable::ReleaseAll() {
+  std::vector<Operator*> live;
+  {
+    MutexLock lock(&mu_);
+    for (uint32_t i = 0; i < slots_.size(); ++i) {
+      Slot& slot = slots_[i];
+      if (slot.op == nullptr) continue;
+      live.push_back(slot.op);
+      slot.op = nullptr;
+      slot.generation = NextGeneration(slot.generation);
+      free_.push_back(i);
+    }
   }
+  for (Operator* op : live) op->Unref();
 }
 
 OprHandle OperatorTable::Add(Operator* op) {
-  MutexLock lock(&mu_);
-  uint32_t index = 0;
-  if (!free_.empty()) {
-    index = free_.back();
-    free_.pop_back();
-  } else {
-    if (slots_.size() == kMaxSlots) {
-      op->Unref();
-      throw Error(
-          fmt::format("[Engine::NewOperator] all {} operator slots are live; delete "
-                      "operators that are no longer used",
-                      kMaxSlots));
+  {
+    MutexLock lock(&mu_);
+    if (!free_.empty() || slots_.size() < kMaxSlots) {
+      uint32_t index = 0;
+      if (!free_.empty()) {
+        index = free_.back();
+        free_.pop_back();
+      } else {
+        index = static_cast<uint32_t>(slots_.size());
+        slots_.emplace_back();
+      }
+      Slot& slot = slots_[index];
+      slot.op = op;
+      return OprHandle::FromBits(uint64_t{tag_} << 48 | uint64_t{slot.generation} << 24 | index);
     }
-    index = static_cast<uint32_t>(slots_.size());
-    slots_.emplace_back();
   }
-  Slot& slot = slots_[index];
-  slot.op = op;
-  return OprHandle::FromBits(uint64_t{tag_} << 48 | uint64_t{slot.generation} << 24 | index);
+  op->Unref();  // outside the lock: its function's destructor may call the engine
+  throw Error(fmt::format(
+      "[Engine::NewOperator] all {} operator slots are live; delete operators that are no longer "
+      "used",
+      kMaxSlots));
 }
 
 OperatorTable::Slot& OperatorTable::Resolve(OprHandle handle, std::string_view where) {
@@ -61,7 +78,7 @@ OperatorTable::Slot& OperatorTable::Resolve(OprHandle handle, std::string_view w
   if (slot.op != nullptr && slot.generation == GenerationOf(handle)) return slot;
   // The last delete of the slot was this handle's when the generation moved
   // on by one since: then its operator's name is known.
-  const bool last = ((GenerationOf(handle) + 1) & kGenerationMask) == slot.generation;
+  const bool last = NextGeneration(GenerationOf(handle)) == slot.generation;
   throw UsageError(fmt::format("[{}] operator {}was deleted (a stale handle)", where,
                                last ? fmt::format("'{}' ", slot.deleted_name) : ""));
 }
@@ -81,8 +98,7 @@ void OperatorTable::Remove(OprHandle handle, std::string_view where) {
     op = slot.op;
     slot.op = nullptr;
     slot.deleted_name = op->name();
-    slot.generation = (slot.generation + 1) & kGenerationMask;
-    if (slot.generation == 0) slot.generation = 1;
+    slot.generation = NextGeneration(slot.generation);
     free_.push_back(SlotOf(handle));
   }
   op->Unref();  // outside the lock: the last reference deletes the operator

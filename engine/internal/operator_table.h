@@ -30,7 +30,8 @@ namespace ember::engine::internal {
 class OperatorTable {
  public:
   explicit OperatorTable(uint16_t tag);
-  // Drops the table's reference to every operator never deleted.
+  // Drops the table's reference to every operator still named (ReleaseAll
+  // first, unless AbandonAfterFork).
   ~OperatorTable();
   OperatorTable(const OperatorTable&) = delete;
   OperatorTable& operator=(const OperatorTable&) = delete;
@@ -49,6 +50,16 @@ class OperatorTable {
   // Throws as Acquire.
   void Remove(OprHandle handle, std::string_view where);
 
+  // Unnames every operator and drops the table's references, outside its
+  // lock: the engine does so first as it goes, while it still runs the ops
+  // that the operators' functions push as they are destroyed (a captured
+  // tensor deletes its var).
+  void ReleaseAll();
+
+  // In a child after fork(): the lock may be held by a parent's thread that
+  // does not exist here; the destructor then leaves everything as it is.
+  void AbandonAfterFork() { abandoned_ = true; }
+
  private:
   struct Slot {
     uint32_t generation = 1;
@@ -60,6 +71,7 @@ class OperatorTable {
   Slot& Resolve(OprHandle handle, std::string_view where) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint16_t tag_;
+  bool abandoned_ = false;
   Mutex mu_;
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);

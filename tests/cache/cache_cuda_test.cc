@@ -678,8 +678,8 @@ TEST_P(CacheCudaTest, MappedHomeFillsInPiecesMatchCpu) {
 }
 
 // CacheOptions::link_warps narrows the grids of the kernels that move rows
-// over the link; a grid far smaller than the moves (one block, and a warp
-// less than a block) takes them all in turns.
+// over the link; a grid far smaller than the moves (one block: 1 and 3
+// warps both round to it) moves them all in turns, each row as the CPU.
 TEST_P(CacheCudaTest, FewLinkWarpsMoveEveryRowLikeTheCpu) {
   for (const HomeMemory home : {HomeMemory::kManaged, HomeMemory::kMapped}) {
     for (const int warps : {1, 3, 96}) {

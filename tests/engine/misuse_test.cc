@@ -169,6 +169,44 @@ TEST(OperatorLifetime, AnEngineReleasesTheOperatorsNeverDeleted) {
   EXPECT_EQ(token.use_count(), 1);
 }
 
+// What an operator's function holds may call the engine as it is
+// destroyed (a captured tensor deletes its var): an operator never deleted
+// is released while its engine still runs what that pushes.
+class DeletesVarOnDestruction {
+ public:
+  DeletesVarOnDestruction(Engine* engine, std::atomic<bool>* deleted)
+      : engine_(engine), var_(engine->NewVariable()), deleted_(deleted) {}
+  ~DeletesVarOnDestruction() {
+    engine_->DeleteVariable(var_, [deleted = deleted_](RunContext) { deleted->store(true); });
+  }
+  DeletesVarOnDestruction(const DeletesVarOnDestruction&) = delete;
+  DeletesVarOnDestruction& operator=(const DeletesVarOnDestruction&) = delete;
+
+ private:
+  Engine* engine_;
+  VarHandle var_;
+  std::atomic<bool>* deleted_;
+};
+
+TEST(OperatorLifetime, AReleasedOperatorsFunctionMayCallItsEngine) {
+  for (const char* type : {"NaiveEngine", "ThreadedEngine", "ThreadedEnginePerDevice",
+                           "ThreadedEnginePerDeviceAsync"}) {
+    SCOPED_TRACE(type);
+    std::atomic<bool> deleted{false};
+    {
+      auto engine = CreateEngine(ParseEngineType(type));
+      auto held = std::make_shared<DeletesVarOnDestruction>(engine.get(), &deleted);
+      (void)engine->NewOperator(
+          [held](RunContext, const OnStart& start, const OnComplete& complete) {
+            start();
+            complete();
+          },
+          {}, {engine->NewVariable()});
+    }
+    EXPECT_TRUE(deleted.load()) << "the var deletion pushed as the operator went never ran";
+  }
+}
+
 TEST_P(MisuseTest, DeleteVarPropertyIsTheEnginesOwn) {
   VarHandle v = engine().NewVariable();
   const OpAttrs attrs{.prop = FnProperty::kDeleteVar, .name = "d"};

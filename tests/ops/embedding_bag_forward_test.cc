@@ -250,8 +250,9 @@ TEST(EmbeddingBagForwardTablesTest, PrefixSumsPlaceEachTable) {
   EXPECT_EQ(tables.output_offset(1), 4);
 }
 
-// TbeOptions::property picks the engine's pool: the engine's profile names
-// each op's pool in its span's category. The values do not change.
+// TbeOptions::property reaches the engine, which dispatches the op to a
+// pool by it; the engine's profile names it in each op's span category.
+// The values do not change.
 TEST(EmbeddingBagForwardPropertyTest, RunsOnThePoolItsPropertyNames) {
   const std::string path = ::testing::TempDir() + "ember_tbe_property_profile.json";
   std::remove(path.c_str());

@@ -45,8 +45,10 @@ std::vector<Schedule> AllSchedules();
 // The cache's link_warps (cache_options.h) that `schedule` runs best with:
 // a pipelined schedule's prefetch runs beside the step's compute, which
 // its row moves slow down, and takes 96 warps (the best of a sweep on an
-// H100, docs/benchmarks.md); the baseline's runs alone, on the whole GPU
-// (0). Trainer uses it where ModelPlacement leaves link_warps at 0.
+// H100, docs/benchmarks.md); the baseline's runs alone, with the kernels'
+// defaults (0: for a mapped home a block on every SM). Trainer uses it
+// where ModelPlacement leaves link_warps at 0 (a value past the GPU's SMs
+// asks for a block on each).
 int LinkWarpsFor(Schedule schedule);
 
 // Pushes the step of batch `cur` in `schedule`'s order, and the part of
