@@ -613,8 +613,10 @@ Command FromFlags() {
   ReadPlanFlags(c);
   ReadRankFlags(c);
   t.Validate();
-  if (!c.plan) CheckDataFiles(d, t.model);  // a plan reads no data
-  if (!c.plan) CheckMemoryFits(c);          // a plan allocates nothing
+  if (!c.plan) {  // a plan reads no data and allocates nothing
+    CheckDataFiles(d, t.model);
+    CheckMemoryFits(c);
+  }
   return c;
 }
 

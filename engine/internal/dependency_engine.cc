@@ -130,7 +130,6 @@ DependencyEngine::~DependencyEngine() {
     // this engine is unaffected.
     executor_->AbandonAfterFork();
     (void)backend_.release();
-    operators_.AbandonAfterFork();
     return;
   }
   operators_.ReleaseAll();  // first: what their functions push as they go still runs

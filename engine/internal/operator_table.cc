@@ -23,10 +23,6 @@ uint32_t NextGeneration(uint32_t g) { return (g & kGenerationMask) == kGeneratio
 
 OperatorTable::OperatorTable(uint16_t tag) : tag_(tag) {}
 
-OperatorTable::~OperatorTable() {
-  if (!abandoned_) ReleaseAll();
-}
-
 void OperatorTable::ReleaseAll() {
   std::vector<Operator*> live;
   {

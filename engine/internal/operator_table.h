@@ -30,9 +30,11 @@ namespace ember::engine::internal {
 class OperatorTable {
  public:
   explicit OperatorTable(uint16_t tag);
-  // Drops the table's reference to every operator still named (ReleaseAll
-  // first, unless AbandonAfterFork).
-  ~OperatorTable();
+  // Leaves the operators still named as they are: the engine releases them
+  // first as it goes (ReleaseAll), and a child after fork() must not touch
+  // them (the lock may be held by a parent's thread that does not exist
+  // there).
+  ~OperatorTable() = default;
   OperatorTable(const OperatorTable&) = delete;
   OperatorTable& operator=(const OperatorTable&) = delete;
 
@@ -56,10 +58,6 @@ class OperatorTable {
   // tensor deletes its var).
   void ReleaseAll();
 
-  // In a child after fork(): the lock may be held by a parent's thread that
-  // does not exist here; the destructor then leaves everything as it is.
-  void AbandonAfterFork() { abandoned_ = true; }
-
  private:
   struct Slot {
     uint32_t generation = 1;
@@ -71,7 +69,6 @@ class OperatorTable {
   Slot& Resolve(OprHandle handle, std::string_view where) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint16_t tag_;
-  bool abandoned_ = false;
   Mutex mu_;
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
