@@ -146,6 +146,31 @@ TEST(TraceAnalysisTest, BusyTimeBoundAndOverlaps) {
   // lookup(1) = prefetch [22, 40] and forward [40, 45] against update(0) [34, 37].
   EXPECT_DOUBLE_EQ(overlap("lookup(i+1) | dense update(i)").overlap_us, 3.0);
   EXPECT_EQ(overlap("embedding forward(i+1) | dense backward(i)").overlapped, 0);
+  EXPECT_EQ(overlap("prefetch(i+2) | embedding backward(i)").pairs, 0) << "no third prefetch";
+}
+
+// Three steps whose third prefetch runs while the first backward does.
+TEST(TraceAnalysisTest, APrefetchTwoStepsOnBesideABackward) {
+  ChromeTrace t;
+  t.rows = {{1, "ember-cpu"}, {2, "ember-cpu-copy"}};
+  auto span = [&](const char* name, uint64_t row, double b, double e) {
+    t.spans.push_back({name, row, b, e});
+  };
+  for (int i = 0; i < 3; ++i) {
+    const double at = 10.0 * i;
+    span("CachedTbe::Prefetch", 2, at, at + 4);
+    span("SigmoidBinaryCrossEntropy", 1, at + 4, at + 5);
+    span("EmbeddingBagBackwardSgd", 1, at + 5, at + 25);  // long: into step i+2
+  }
+  const TraceAnalysis a = AnalyzeTrace(t);
+  for (const StageOverlap& o : a.overlaps) {
+    if (o.what != "prefetch(i+2) | embedding backward(i)") continue;
+    EXPECT_EQ(o.pairs, 1);  // step 0's (step 1 has no prefetch(3))
+    EXPECT_EQ(o.overlapped, 1);
+    EXPECT_DOUBLE_EQ(o.overlap_us, 4.0);  // prefetch(2) [20, 24] in backward(0) [5, 25]
+    return;
+  }
+  ADD_FAILURE() << "no prefetch(i+2) | embedding backward(i) row";
 }
 
 // The comparison table: each run's ratio against the first, and from its

@@ -248,6 +248,10 @@ TraceAnalysis AnalyzeTrace(const ChromeTrace& trace, int64_t skip_steps) {
        }},
       {"embedding backward(i) | dense update(i)",
        [&](std::size_t i) { return both(Nth(emb_backward, i), update(i)); }},
+      // The cache's chain (cached_tbe.h): Prefetch(i+2) reads the home rows
+      // Backward(i) writes, so it follows it; this row shows whether it did.
+      {"prefetch(i+2) | embedding backward(i)",
+       [&](std::size_t i) { return both(Nth(prefetch, i + 2), Nth(emb_backward, i)); }},
   };
   for (const Pair& p : pairs) {
     StageOverlap o;
