@@ -3,19 +3,14 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
-#include "engine/internal/slot_chunks.h"
+#include "engine/internal/handle_bits.h"
 
 namespace ember::engine::internal {
 namespace {
 
-constexpr uint64_t kSlotMask = kMaxSlots - 1;
-constexpr uint32_t kGenerationMask = (1u << 24) - 1;
-
-uint32_t SlotOf(OprHandle h) { return static_cast<uint32_t>(h.bits() & kSlotMask); }
-uint32_t GenerationOf(OprHandle h) {
-  return static_cast<uint32_t>(h.bits() >> 24) & kGenerationMask;
-}
-uint16_t TagOf(OprHandle h) { return static_cast<uint16_t>(h.bits() >> 48); }
+uint32_t SlotOf(OprHandle h) { return SlotOfHandle(h.bits()); }
+uint32_t GenerationOf(OprHandle h) { return GenerationOfHandle(h.bits()); }
+uint16_t TagOf(OprHandle h) { return TagOfHandle(h.bits()); }
 // Generations run 1..2^24 - 1 and wrap (a handle is never all zero).
 uint32_t NextGeneration(uint32_t g) { return (g & kGenerationMask) == kGenerationMask ? 1 : g + 1; }
 
@@ -53,7 +48,7 @@ OprHandle OperatorTable::Add(Operator* op) {
       }
       Slot& slot = slots_[index];
       slot.op = op;
-      return OprHandle::FromBits(uint64_t{tag_} << 48 | uint64_t{slot.generation} << 24 | index);
+      return OprHandle::FromBits(PackHandle(tag_, slot.generation, index));
     }
   }
   op->Unref();  // outside the lock: its function's destructor may call the engine

@@ -1,9 +1,7 @@
 #pragma once
 
 // OperatorTable: the pre-built ops (Engine::NewOperator) of one engine,
-// named by handles laid out as a VarHandle is (var_table.h):
-//
-//   bits 63..48: engine tag (never 0)   47..24: generation   23..0: slot
+// named by handles laid out as a VarHandle is (handle_bits.h).
 //
 // DeleteOperator moves the slot to its next generation, so a handle kept
 // after it is refused by Push and DeleteOperator instead of being followed

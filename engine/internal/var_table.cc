@@ -3,15 +3,13 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/internal/handle_bits.h"
 
 namespace ember::engine::internal {
 namespace {
 
-constexpr uint64_t kIndexMask = kMaxSlots - 1;
-constexpr uint64_t kGenerationMask = (1u << 24) - 1;
-
-uint32_t IndexOf(VarHandle h) { return static_cast<uint32_t>(h.bits() & kIndexMask); }
-uint16_t TagOf(VarHandle h) { return static_cast<uint16_t>(h.bits() >> 48); }
+uint32_t IndexOf(VarHandle h) { return SlotOfHandle(h.bits()); }
+uint16_t TagOf(VarHandle h) { return TagOfHandle(h.bits()); }
 
 }  // namespace
 
@@ -20,7 +18,7 @@ VarTable::VarTable(uint16_t tag) : tag_(tag) {}
 VarTable::~VarTable() = default;
 
 VarHandle VarTable::HandleFor(uint32_t index, uint32_t generation) const {
-  return VarHandle::FromBits(uint64_t{tag_} << 48 | (generation & kGenerationMask) << 24 | index);
+  return VarHandle::FromBits(PackHandle(tag_, generation, index));
 }
 
 VarHandle VarTable::New() {
@@ -56,9 +54,7 @@ VarTable::Lookup VarTable::Find(VarHandle handle, Var** var) const {
   return IsCurrent(GenerationOf(handle), **var) ? Lookup::kOk : Lookup::kStale;
 }
 
-uint32_t VarTable::GenerationOf(VarHandle handle) {
-  return static_cast<uint32_t>((handle.bits() >> 24) & kGenerationMask);
-}
+uint32_t VarTable::GenerationOf(VarHandle handle) { return GenerationOfHandle(handle.bits()); }
 
 bool VarTable::IsCurrent(uint32_t generation, const Var& var) {
   return (var.generation() & kGenerationMask) == generation;

@@ -1,9 +1,7 @@
 #pragma once
 
 // VarTable: the vars of one engine, named by handles that carry a slot index,
-// the slot's generation and the engine's tag:
-//
-//   bits 63..48: engine tag (never 0)   47..24: generation   23..0: slot
+// the slot's generation and the engine's tag (handle_bits.h).
 //
 // Slots live in fixed chunks (SlotChunks) never freed while the engine lives, so
 // resolving a stale handle reads valid memory and is refused by the
