@@ -61,6 +61,23 @@ enum class HomeMemory {
   kMapped,   // host-mapped pinned memory (cudaHostAllocMapped)
 };
 
+// How a GPU prefetch moves the rows of a host-mapped home (kMapped, or
+// kAuto's choice of it).
+enum class MappedFills {
+  // The GPU's warps copy the rows over the link (zero-copy loads and stores
+  // of host memory): no host work, but while they run the step's kernels
+  // beside them slow down (an SGEMM 3.4x on an H100).
+  kWarps,
+  // The copy engines move them: the prefetch copies its evicted rows out of
+  // the staging in one copy, `fill_threads` host threads write them home
+  // and gather the new rows into pinned memory, and one copy brings those
+  // in for a kernel to scatter into their slots. The SMs do only the
+  // scatter; the price is a round trip to the host inside the prefetch,
+  // and pinned host memory twice the staging's size. A prefetch of several
+  // passes, or with more new rows than staging rows, moves them as kWarps.
+  kCopyEngine,
+};
+
 struct CacheOptions {
   // Where the cache and its ops live: a GPU (slots in device memory) or the
   // CPU (slots in host memory).
@@ -100,6 +117,11 @@ struct CacheOptions {
   // prefetch alone 1.4x slower (docs/benchmarks.md, "The link-bound
   // kernels' warps").
   int link_warps = 0;
+  // A GPU cache with a host-mapped home: how its prefetches move rows, and
+  // with kCopyEngine the host threads that move them (1 to 64, the
+  // prefetch's own thread counted).
+  MappedFills mapped_fills = MappedFills::kWarps;
+  int fill_threads = 8;
 };
 
 }  // namespace ember::cache

@@ -15,6 +15,8 @@
 #include "cache/internal/cache_arrays.h"
 #include "cache/internal/cache_kernels.h"
 #include "cache/internal/home_memory.h"
+#include "cache/internal/host_copy_threads.h"
+#include "cache/internal/host_row_moves.h"
 #include "engine/error.h"
 #include "ops/elementwise.h"
 #include "storage/storage.h"
@@ -49,6 +51,10 @@ void CheckOptions(const CacheOptions& options) {
   if (options.link_warps < 0) {
     throw InvalidArgument(
         fmt::format("[CachedTbe] link_warps {} must not be negative", options.link_warps));
+  }
+  if (options.fill_threads < 1 || options.fill_threads > 64) {
+    throw InvalidArgument(
+        fmt::format("[CachedTbe] fill_threads {} must be from 1 to 64", options.fill_threads));
   }
   if (options.prefetch_passes < 1) {
     throw InvalidArgument(
@@ -146,8 +152,15 @@ CachedTbe::CachedTbe(engine::Engine& engine, ops::TbeTables tables, const CacheO
                                DType::kI64, ctx);
   CacheArgs args = internal::MakeCacheArgs(tables_, options_, num_sets_, slot_dim_, home_, slots_,
                                            state_, dirty_, counts_, tables_meta_);
+  std::shared_ptr<void> host_fills;
   if (args.home_mapped) AddStaging(args);
-  args_ = std::make_shared<const CacheArgs>(args);
+  if (args.home_mapped && options_.mapped_fills == MappedFills::kCopyEngine &&
+      args.staging_capacity > 0) {
+    AddHostFills(args, host_fills);
+  }
+  // Aliased: the args' owner keeps the host fills too.
+  auto owned = std::make_shared<std::pair<CacheArgs, std::shared_ptr<void>>>(args, host_fills);
+  args_ = std::shared_ptr<const CacheArgs>(owned, &owned->first);
   internal::PushInitialize(engine_, tables_, args_, tables_meta_, state_, dirty_, counts_);
 }
 
@@ -168,6 +181,22 @@ void CachedTbe::AddStaging(CacheArgs& args) {
                            {internal::StagingElements(rows, row_bytes, num_slots())}, DType::kI64,
                            options_.ctx);
   internal::SetStaging(staging_, rows, row_bytes, &args);
+}
+
+void CachedTbe::AddHostFills(CacheArgs& args, std::shared_ptr<void>& owner) {
+  auto fills = std::make_shared<internal::HostFills>();
+  fills->capacity = args.staging_capacity;
+  fills->slot_bytes = slot_dim_ * static_cast<int64_t>(storage::SizeOf(options_.dtype));
+  const int64_t bytes = internal::HostFillBytes(fills->capacity, fills->slot_bytes);
+  host_staging_ = Tensor::Empty(engine_, {(bytes + 7) / 8}, DType::kI64, engine::Context::CPU(),
+                                storage::MemoryKind::kPinned);
+  fills->pinned = host_staging_.data();
+  fills->table_arrays = internal::TableArrays(tables_);
+  fills->cache = args;
+  internal::PointAtTableArrays(fills->table_arrays.data(), tables_.num_tables(), &fills->cache);
+  fills->threads = std::make_unique<internal::HostCopyThreads>(options_.fill_threads);
+  args.host_fills = fills.get();
+  owner = std::move(fills);
 }
 
 // The fewest passes whose scratch fits the budget (the scratch shrinks as

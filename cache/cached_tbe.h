@@ -274,6 +274,9 @@ class CachedTbe {
   storage::Tensor& OptimizerState(storage::Tensor& state, int64_t elements,
                                   storage::StorageManager& memory);
   void AddStaging(internal::CacheArgs& args);
+  // The host's side of copy-engine fills (MappedFills::kCopyEngine), owned
+  // with the args by `owner`.
+  void AddHostFills(internal::CacheArgs& args, std::shared_ptr<void>& owner);
 
   engine::Engine& engine_;
   const ops::TbeTables tables_;
@@ -284,16 +287,18 @@ class CachedTbe {
   int64_t slot_dim_ = 0;
   storage::Tensor home_;
   storage::Tensor slots_;
-  storage::Tensor state_;        // i64: tags, timestamps, locks, stats
-  storage::Tensor dirty_;        // i32: a flag per slot
-  storage::Tensor counts_;       // LFU: i64 per row, at home; empty for LRU
-  storage::Tensor tables_meta_;  // the TbeTables arrays, on the cache's context
-  storage::Tensor staging_;      // a mapped home's write-back staging (CacheArgs)
+  storage::Tensor state_;         // i64: tags, timestamps, locks, stats
+  storage::Tensor dirty_;         // i32: a flag per slot
+  storage::Tensor counts_;        // LFU: i64 per row, at home; empty for LRU
+  storage::Tensor tables_meta_;   // the TbeTables arrays, on the cache's context
+  storage::Tensor staging_;       // a mapped home's write-back staging (CacheArgs)
+  storage::Tensor host_staging_;  // pinned: its copy-engine fills' lists and rows
   storage::Tensor accumulator_;
   storage::Tensor adam_m_;
   storage::Tensor adam_v_;
   // The kernels' view of the cache (cache/internal/cache_args.h); shared
-  // with the ops pushed, which may outlive a step's push.
+  // with the ops pushed, which may outlive a step's push, and keeping the
+  // host's side of copy-engine fills alive with it.
   std::shared_ptr<const internal::CacheArgs> args_;
   int64_t timestep_ = 0;  // of the last prefetch pushed
   int64_t resets_ = 0;    // Resets pushed

@@ -134,6 +134,7 @@ void CachedTbe::Prefetch(const ops::TbeBatch& batch, CacheLocations& locations) 
                 {state_.var(), dirty_.var(), locations.tensor().var()}};
   if (counts_) vars.writes.push_back(counts_.var());
   if (staging_) vars.writes.push_back(staging_.var());
+  if (host_staging_) vars.writes.push_back(host_staging_.var());
   const int passes = PassesFor(batch.indices->numel());
   const BatchArgs batch_args = BatchArgsOf(batch);
   const LocationArgs where = internal::LocationsIn(locations.tensor(), locations.capacity());

@@ -73,6 +73,10 @@ ABSL_FLAG(std::string, policy, "lru", "cache replacement: lru or lfu");
 ABSL_FLAG(std::string, home, "auto",
           "where the rows live on a GPU: auto (managed memory when they fit in half the GPU's "
           "free memory, else host-mapped pinned memory), managed or mapped");
+ABSL_FLAG(std::string, mapped_fills, "warps",
+          "how a prefetch moves the rows of a host-mapped home: warps (the GPU's, zero-copy) or "
+          "copy (the host gathers them, a copy engine moves them)");
+ABSL_FLAG(int, fill_threads, 8, "--mapped_fills=copy: the host threads that move the rows");
 ABSL_FLAG(std::string, dtype, "f32", "the tables' element type: f32, f16 or bf16");
 ABSL_FLAG(std::string, optimizer, "adagrad",
           "sgd, adagrad (row-wise for the tables) or adam, for dense and embeddings alike");
@@ -239,6 +243,12 @@ ember::cache::HomeMemory ParseHome(const std::string& text) {
   if (text == "managed") return ember::cache::HomeMemory::kManaged;
   if (text == "mapped") return ember::cache::HomeMemory::kMapped;
   Bad(fmt::format("--home='{}' is not auto, managed or mapped", text));
+}
+
+ember::cache::MappedFills ParseMappedFills(const std::string& text) {
+  if (text == "warps") return ember::cache::MappedFills::kWarps;
+  if (text == "copy") return ember::cache::MappedFills::kCopyEngine;
+  Bad(fmt::format("--mapped_fills='{}' is not warps or copy", text));
 }
 
 ember::storage::DType ParseDType(const std::string& text) {
@@ -533,6 +543,9 @@ Command FromFlags() {
   cache.policy =
       policy == "lfu" ? ember::cache::CachePolicy::kLfu : ember::cache::CachePolicy::kLru;
   cache.home = ParseHome(absl::GetFlag(FLAGS_home));
+  cache.mapped_fills = ParseMappedFills(absl::GetFlag(FLAGS_mapped_fills));
+  cache.fill_threads = absl::GetFlag(FLAGS_fill_threads);
+  CheckRange("fill_threads", cache.fill_threads, 1, 64);
   t.placement.deterministic = absl::GetFlag(FLAGS_deterministic);
 
   // The run.

@@ -107,6 +107,8 @@ enum StatField : int {
   kStatFields,
 };
 
+struct HostFills;  // host_row_moves.h
+
 // The cache itself: sizes and arrays, valid for the cache's life.
 struct CacheArgs {
   int device = -1;  // the GPU the cache lives on; -1: the CPU
@@ -150,6 +152,9 @@ struct CacheArgs {
   // Per slot, the row a prefetch in progress evicted from it without a
   // staging row (valid where its deferred fill says so): a mapped home's.
   int64_t* evicted_of_slot = nullptr;
+  // A mapped home's copy-engine fills (MappedFills::kCopyEngine): the
+  // host's side, or null (the GPU's warps move the rows).
+  HostFills* host_fills = nullptr;
 };
 
 // One batch: the TBE layout of ops/embedding_bag.h (indices, T * B + 1

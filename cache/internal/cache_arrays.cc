@@ -52,6 +52,13 @@ std::vector<int64_t> TableArrays(const ops::TbeTables& tables) {
   return values;
 }
 
+void PointAtTableArrays(const int64_t* base, int num_tables, CacheArgs* args) {
+  args->rows = base;
+  args->dims = base + num_tables;
+  args->row_offsets = base + int64_t{2} * num_tables;
+  args->weight_offsets = base + int64_t{3} * num_tables + 1;
+}
+
 CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& options, int64_t num_sets,
                         int64_t slot_dim, const storage::Tensor& home, const storage::Tensor& slots,
                         const storage::Tensor& state, const storage::Tensor& dirty,
@@ -66,11 +73,7 @@ CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& option
   args.policy = options.policy == CachePolicy::kLfu ? Policy::kLfu : Policy::kLru;
   args.write_back_every_row = options.write_back == WriteBack::kEveryRow;
   args.link_warps = options.link_warps;
-  const int64_t* base = meta.data<int64_t>();
-  args.rows = base;
-  args.dims = base + t_count;
-  args.row_offsets = base + int64_t{2} * t_count;
-  args.weight_offsets = base + int64_t{3} * t_count + 1;
+  PointAtTableArrays(meta.data<int64_t>(), t_count, &args);
   args.total_rows = tables.total_rows();
   args.home = home.data();
   args.slots = slots.data();

@@ -34,6 +34,9 @@ int64_t TableArrayElements(const ops::TbeTables& tables);
 // The tables meta's values, in the order above.
 std::vector<int64_t> TableArrays(const ops::TbeTables& tables);
 
+// Points `args`' per-table arrays into `base`, laid out as TableArrays.
+void PointAtTableArrays(const int64_t* base, int num_tables, CacheArgs* args);
+
 CacheArgs MakeCacheArgs(const ops::TbeTables& tables, const CacheOptions& options, int64_t num_sets,
                         int64_t slot_dim, const storage::Tensor& home, const storage::Tensor& slots,
                         const storage::Tensor& state, const storage::Tensor& dirty,

@@ -16,6 +16,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "cache/internal/host_row_moves.h"
 #include "engine/cuda/check.h"
 
 namespace ember::cache::internal::cuda {
@@ -409,6 +410,101 @@ bool MayOverflow(const CacheArgs& cache, const RowMoves& moves) {
   return cache.staging_capacity < moves.fill_capacity;
 }
 
+// A piece of copy-engine fills (CopyEngineFills): the staging's rows
+// [0, count) scattered into their slots (`fill_slots`).
+__global__ void __launch_bounds__(kFillBlockThreads)
+    ScatterKernel(const CacheArgs cache, const uint32_t* fill_slots,
+                  const unsigned long long* fill_count, const unsigned long long* fault_key) {
+  AwaitPreviousKernel();
+  if (*fault_key != kNoFaultKey) return;
+  ForEachWarpCopy<kRowsInFlight>(static_cast<int64_t>(*fill_count), WarpOfGrid(), WarpsOfGrid(),
+                                 [&](int64_t f, bool mine) {
+                                   if (!mine) return RowCopy{};
+                                   const uint32_t slot = fill_slots[f];
+                                   RowCopy copy;
+                                   copy.from = StagedRowAt(cache, f);
+                                   copy.to = SlotRowAt(cache, slot);
+                                   copy.bytes = RowBytes(cache, TableOf(cache, cache.tags[slot]));
+                                   return copy;
+                                 });
+}
+
+// What the host reads of the prefetch before moving its rows.
+struct HostHeader {
+  unsigned long long fault_key;
+  MoveCounts counts;
+};
+static_assert(sizeof(HostHeader) <= kHostFillHeaderBytes);
+
+void CopyAsync(void* to, const void* from, int64_t bytes, cudaMemcpyKind kind, const char* op,
+               cudaStream_t stream) {
+  if (bytes == 0) return;
+  CudaCheckForOp(cudaMemcpyAsync(to, from, static_cast<std::size_t>(bytes), kind, stream),
+                 "cudaMemcpyAsync of a copy-engine fill's rows", op);
+}
+
+void Synchronize(const char* op, cudaStream_t stream) {
+  CudaCheckForOp(cudaStreamSynchronize(stream),
+                 "cudaStreamSynchronize (a copy-engine fill's host round trip)", op);
+}
+
+// A mapped home's deferred fills by the copy engines (MappedFills::
+// kCopyEngine, host_row_moves.h), where the prefetch had one pass and its
+// fills fit the staging: the fills and the staged rows sorted into home
+// order on the GPU, their lists and the staged rows copied out, the host's
+// threads writing those home and gathering the new rows, which one copy
+// brings into the staging for ScatterKernel. Returns false, having changed
+// nothing FinishMoves does not redo, where it does not apply.
+bool CopyEngineFills(const CacheArgs& cache, const RowMoves& moves, const char* op,
+                     cudaStream_t stream) {
+  HostFills* fills = cache.host_fills;
+  MissSort sort = moves.sort;
+  sort.capacity = moves.piece_capacity;
+  if (fills == nullptr || moves.passes != 1 || moves.fill_capacity > sort.capacity) return false;
+  const HostFillBuffers host = CarveHostFills(*fills);
+  auto* header = static_cast<HostHeader*>(host.header);
+  unsigned long long* piece_count = &moves.counts->piece;
+  unsigned long long* staged_count = &moves.counts->staged;
+  LaunchChained("GatherFillsKernel", op, GatherFillsKernel,
+                GridFor(sort.capacity, kBlockThreads, 1024), kBlockThreads, stream, cache,
+                moves.fills, moves.counts, sort, int64_t{0});
+  SortByHome(sort, cache.staged_rows, cache.staged_at, staged_count, cache.staging_capacity, op,
+             stream);
+  SortByHome(sort, sort.rows, sort.positions, piece_count, sort.capacity, op, stream);
+  CopyAsync(&header->fault_key, sort.fault_key, sizeof(header->fault_key), cudaMemcpyDeviceToHost,
+            op, stream);
+  CopyAsync(&header->counts, moves.counts, sizeof(MoveCounts), cudaMemcpyDeviceToHost, op, stream);
+  Synchronize(op, stream);
+  if (header->fault_key != kNoFaultKey) return true;  // a bad batch: nothing moves
+  const auto new_rows = static_cast<int64_t>(header->counts.piece);
+  const auto staged = static_cast<int64_t>(header->counts.staged);  // clamped by GatherFills
+  if (new_rows > fills->capacity) return false;
+  const int64_t slot_bytes = fills->slot_bytes;
+  CopyAsync(host.fill_rows, sort.rows[0], 8 * new_rows, cudaMemcpyDeviceToHost, op, stream);
+  CopyAsync(host.staged_rows, cache.staged_rows[0], 8 * staged, cudaMemcpyDeviceToHost, op, stream);
+  CopyAsync(host.staged_at, cache.staged_at[0], 4 * staged, cudaMemcpyDeviceToHost, op, stream);
+  CopyAsync(host.staged_data, cache.staging, slot_bytes * staged, cudaMemcpyDeviceToHost, op,
+            stream);
+  Synchronize(op, stream);
+  HostRowMoves rows;
+  rows.slot_bytes = slot_bytes;
+  rows.staged_rows = host.staged_rows;
+  rows.staged_at = host.staged_at;
+  rows.staged = staged;
+  rows.staged_data = host.staged_data;
+  rows.fill_rows = host.fill_rows;
+  rows.fills = new_rows;
+  rows.fill_data = host.fill_data;
+  MoveRowsOnHost(fills->cache, rows, *fills->threads);
+  CopyAsync(cache.staging, host.fill_data, slot_bytes * new_rows, cudaMemcpyHostToDevice, op,
+            stream);
+  LaunchChained("ScatterKernel", op, ScatterKernel,
+                GridFor(new_rows, kFillBlockThreads / kWarp * kRowsInFlight, 1024),
+                kFillBlockThreads, stream, cache, static_cast<const uint32_t*>(sort.positions[0]),
+                static_cast<const unsigned long long*>(piece_count), sort.fault_key);
+  return true;
+}
+
 }  // namespace
 
 Moves PassMoves(const CacheArgs& cache, const RowMoves& moves, int pass) {
@@ -438,6 +534,7 @@ void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int pass, const
 void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
                  cudaStream_t stream) {
   if (moves.fill_capacity == 0) return;
+  if (CopyEngineFills(cache, moves, op, stream)) return;
   MissSort sort = moves.sort;
   sort.capacity = moves.piece_capacity;
   const int64_t pieces = (moves.fill_capacity + sort.capacity - 1) / sort.capacity;

@@ -55,7 +55,9 @@ struct Config {
   bool gpu_stats = true;  // the CPU twin always counts: PrefetchCpu writes its statistics unchecked
   int64_t staging_bytes = CacheOptions{}.staging_bytes;  // of the GPU cache's mapped home
   WriteBack write_back = WriteBack::kEveryRow;
-  int link_warps = 0;  // of the GPU cache
+  int link_warps = 0;                              // of the GPU cache
+  MappedFills mapped_fills = MappedFills::kWarps;  // of the GPU cache's mapped home
+  int fill_threads = 8;
 };
 
 std::string Describe(const Config& c) {
@@ -68,7 +70,10 @@ std::string Describe(const Config& c) {
               : "") +
          (c.gpu_stats ? "" : ", GPU statistics off") +
          (c.write_back == WriteBack::kDirtyRows ? ", dirty rows written back" : "") +
-         (c.link_warps > 0 ? ", " + std::to_string(c.link_warps) + " link warps" : "");
+         (c.link_warps > 0 ? ", " + std::to_string(c.link_warps) + " link warps" : "") +
+         (c.mapped_fills == MappedFills::kCopyEngine
+              ? ", copy-engine fills, " + std::to_string(c.fill_threads) + " host threads"
+              : "");
 }
 
 int64_t ElementBytes(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
@@ -249,6 +254,8 @@ class Twin {
     options.collect_stats = config.gpu_stats;
     options.staging_bytes = config.staging_bytes;
     options.link_warps = config.link_warps;
+    options.mapped_fills = config.mapped_fills;
+    options.fill_threads = config.fill_threads;
     gpu_ = std::make_unique<CachedTbe>(engine, tables, options);
     EXPECT_EQ(cpu_->num_sets(), config.sets);
     EXPECT_EQ(gpu_->num_sets(), config.sets);
@@ -394,6 +401,10 @@ class CacheCudaTest : public ::testing::TestWithParam<std::string> {
     engine_ = engine::CreateEngine(engine::ParseEngineType(GetParam()));
   }
   engine::Engine& engine() { return *engine_; }
+
+  // A batch with a bad index, then one with bad offsets: each fails with the
+  // CPU's message and leaves state, statistics and locations unchanged.
+  void ExpectABadBatchChangesNothing(const Config& config);
 
   // Batches in the prefetch pipeline's order (Prefetch(i + 1) before
   // Relookup(i)), compared after every step; a backward of two batches in
@@ -695,6 +706,43 @@ TEST_P(CacheCudaTest, FewLinkWarpsMoveEveryRowLikeTheCpu) {
   }
 }
 
+// MappedFills::kCopyEngine: the host writes a mapped home's evicted rows
+// home and gathers its new rows, the copy engines move them (one pass, new
+// rows within the staging); several passes, or a staging smaller than the
+// new rows, fall back to the warps. Every case as the CPU, row for row.
+TEST_P(CacheCudaTest, CopyEngineFillsMoveEveryRowLikeTheCpu) {
+  constexpr int64_t kStagingRowBytes = 8 * 4 + 24;  // RunManyMisses' widest f32 row
+  uint64_t seed = 300;
+  for (const CachePolicy policy : {CachePolicy::kLru, CachePolicy::kLfu}) {
+    for (const int passes : {1, 3}) {
+      for (const int64_t staging_rows : {int64_t{1} << 20, int64_t{64}}) {
+        Config config{policy, passes, DType::kF32, DType::kI64, /*sets=*/1024};
+        config.home = HomeMemory::kMapped;
+        config.mapped_fills = MappedFills::kCopyEngine;
+        config.fill_threads = passes == 1 ? 4 : 1;
+        config.staging_bytes = staging_rows * kStagingRowBytes;
+        config.write_back = ++seed % 2 == 0 ? WriteBack::kDirtyRows : WriteBack::kEveryRow;
+        SCOPED_TRACE(Describe(config));
+        const CacheCounts totals = RunManyMisses(config, seed, seed + 7);
+        if (HasFailure()) return;
+        EXPECT_GT(totals.evicted, 2 * 2048) << "more evictions than a tile";
+      }
+    }
+  }
+  // Other row types and widths, repeats and conflict misses.
+  for (const DType dtype : {DType::kF16, DType::kBF16}) {
+    Config config{CachePolicy::kLru, 1, dtype, DType::kI32};
+    config.home = HomeMemory::kMapped;
+    config.mapped_fills = MappedFills::kCopyEngine;
+    config.fill_threads = 3;
+    SCOPED_TRACE(Describe(config));
+    Twin twin(engine(), SmallTables(), config);
+    RunPipeline(twin, Trace(++seed), seed * 1000);
+    if (HasFailure()) return;
+    EXPECT_GT(twin.gpu().TotalStats().all.evicted, 0) << "the trace evicts";
+  }
+}
+
 // A row that one pass evicts and a later pass of the same prefetch misses
 // and inserts elsewhere: with its fill deferred, it must come from where
 // its write-back went (the staging, or home), not from its stale home row.
@@ -860,7 +908,19 @@ std::string ErrorAtWait(engine::Engine& engine, const CacheLocations& where) {
 }
 
 TEST_P(CacheCudaTest, ABadBatchFailsWithTheCpuMessageAndChangesNothing) {
-  const Config config{CachePolicy::kLfu, 1, DType::kF32, DType::kI64, /*sets=*/2};
+  for (const MappedFills fills : {MappedFills::kWarps, MappedFills::kCopyEngine}) {
+    Config config{CachePolicy::kLfu, 1, DType::kF32, DType::kI64, /*sets=*/2};
+    if (fills == MappedFills::kCopyEngine) {
+      config.home = HomeMemory::kMapped;
+      config.mapped_fills = fills;
+    }
+    SCOPED_TRACE(Describe(config));
+    ExpectABadBatchChangesNothing(config);
+    if (HasFailure()) return;
+  }
+}
+
+void CacheCudaTest::ExpectABadBatchChangesNothing(const Config& config) {
   Twin twin(engine(), SmallTables(), config);
   std::mt19937_64 rng(61);
   const int good = twin.AddBatch(RandomBags(rng, SmallTables(), 4, 6, 0.5, 30));

@@ -585,6 +585,20 @@ TEST_P(CacheStateTest, NegativeLinkWarpsAreRefused) {
   }
 }
 
+TEST_P(CacheStateTest, FillThreadsOutOfRangeAreRefused) {
+  for (const int threads : {0, -3, 65}) {
+    CacheOptions options;
+    options.fill_threads = threads;
+    try {
+      CachedTbe cache(engine(), ops::TbeTables({100}, {4}), options);
+      ADD_FAILURE() << threads << ": no error";
+    } catch (const InvalidArgument& e) {
+      EXPECT_THAT(e.what(), HasSubstr("[CachedTbe] fill_threads " + std::to_string(threads) +
+                                      " must be from 1 to 64"));
+    }
+  }
+}
+
 // prefetch_temp_bytes picks the fewest passes whose temporaries fit: one
 // for a budget of everything, one index a pass for a budget of nothing,
 // and never fewer passes for a smaller budget.

@@ -62,7 +62,8 @@ ABSL_FLAG(double, prefetch_load_factor, 0.1, "prefetch case: cached rows / rows"
 ABSL_FLAG(int, prefetch_batches, 16, "prefetch case: distinct batches, cycled");
 ABSL_FLAG(int, prefetch_steps, 16, "prefetch case: steps per timed run");
 ABSL_FLAG(std::vector<std::string>, prefetch_homes, std::vector<std::string>({"mapped", "managed"}),
-          "prefetch case: homes of the rows (mapped, managed)");
+          "prefetch case: homes of the rows (mapped, mapped-copy: its fills by the copy "
+          "engines, managed)");
 ABSL_FLAG(int64_t, staging_mib, ember::cache::CacheOptions{}.staging_bytes >> 20,
           "CacheOptions::staging_bytes of every cache with a mapped home, MiB (0: none)");
 ABSL_FLAG(std::string, shape, "8x20x16384", "all_hit and passes cases: TABLESxPOOLINGxBATCH");
@@ -177,7 +178,9 @@ CacheBenchOptions OptionsFromFlags() {
   o.staging_bytes = absl::GetFlag(FLAGS_staging_mib) << 20;
   if (o.staging_bytes < 0) Bad("--staging_mib must not be negative");
   for (const std::string& home : o.prefetch_homes) {
-    if (home != "mapped" && home != "managed") Bad("--prefetch_homes: mapped or managed");
+    if (home != "mapped" && home != "mapped-copy" && home != "managed") {
+      Bad("--prefetch_homes: mapped, mapped-copy or managed");
+    }
   }
 
   ParseShape("shape", absl::GetFlag(FLAGS_shape), &o.shape);

@@ -42,6 +42,7 @@ void RunHome(GpuRun& run, const std::string& home, const std::string& column,
   options.ctx = kGpu;
   options.load_factor = o.prefetch_load_factor;
   options.home = home == "managed" ? cache::HomeMemory::kManaged : cache::HomeMemory::kMapped;
+  if (home == "mapped-copy") options.mapped_fills = cache::MappedFills::kCopyEngine;
   options.staging_bytes = o.staging_bytes;
   options.write_back = cache::WriteBack::kDirtyRows;  // training's rows are all dirty anyway
   if (home == "managed") {
