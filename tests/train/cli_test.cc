@@ -173,6 +173,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"train", {"--optimizer=lion"}, {}, "unknown optimizer 'lion'"},
         BadCase{"train", {"--policy=fifo"}, {}, "--policy='fifo' is not lru or lfu"},
         BadCase{"train", {"--home=disk"}, {}, "--home='disk' is not auto, managed or mapped"},
+        BadCase{"train", {"--mapped_fills=dma"}, {}, "--mapped_fills='dma' is not warps or copy"},
+        BadCase{"train", {"--fill_threads=0"}, {}, "--fill_threads=0 is out of range [1, 64]"},
         BadCase{"train",
                 {"--trace=/nonexistent-dir/t.json"},
                 {},
