@@ -16,11 +16,15 @@
 
 namespace ember::cache::internal {
 
-inline void* HomeRow(const CacheArgs& cache, int64_t linear_id) {
-  const int table = TableOf(cache, linear_id);
+// The home row of `linear_id`, of table `table` (TableOf) where the caller
+// has it already.
+inline char* HomeRow(const CacheArgs& cache, int table, int64_t linear_id) {
   const int64_t element =
       cache.weight_offsets[table] + (linear_id - cache.row_offsets[table]) * cache.dims[table];
   return static_cast<char*>(cache.home) + element * ElementBytes(cache.row_type);
+}
+inline void* HomeRow(const CacheArgs& cache, int64_t linear_id) {
+  return HomeRow(cache, TableOf(cache, linear_id), linear_id);
 }
 
 inline void* SlotRow(const CacheArgs& cache, int64_t slot) {

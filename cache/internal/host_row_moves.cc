@@ -1,19 +1,14 @@
 #include "cache/internal/host_row_moves.h"
-#include "cache/internal/host_copy_threads.h"
 
 #include <cstring>
 #include <utility>
 
 #include "cache/internal/cache_rows.h"
+#include "cache/internal/cache_rows_cpu.h"
+#include "cache/internal/host_copy_threads.h"
 
 namespace ember::cache::internal {
 namespace {
-
-char* HomeRow(const CacheArgs& cache, int table, int64_t row) {
-  const int64_t element =
-      cache.weight_offsets[table] + (row - cache.row_offsets[table]) * cache.dims[table];
-  return static_cast<char*>(cache.home) + element * ElementBytes(cache.row_type);
-}
 
 // A row copy waits on memory (a random row of a large home misses the
 // caches and the TLB): each thread asks for the rows kRowsAhead copies
@@ -61,7 +56,7 @@ void MoveRowsOnHost(const CacheArgs& cache, const HostRowMoves& moves, HostCopyT
   const auto staged_from = [&](int64_t i) {
     return moves.staged_data + int64_t{moves.staged_at[i]} * moves.slot_bytes;
   };
-  const auto home_of = [&](int64_t row) { return HomeRow(cache, TableOf(cache, row), row); };
+  const auto home_of = [&](int64_t row) { return static_cast<char*>(HomeRow(cache, row)); };
   // Each part a contiguous range of each list (both in home order).
   threads.Run([&](int part, int parts) {
     const auto range = [&](int64_t n) {
@@ -74,7 +69,8 @@ void MoveRowsOnHost(const CacheArgs& cache, const HostRowMoves& moves, HostCopyT
         Prefetch(home_of(moves.staged_rows[i + kRowsAhead]), moves.slot_bytes, /*for_write=*/true);
       }
       const int64_t row = moves.staged_rows[i];
-      std::memcpy(home_of(row), staged_from(i), RowBytes(cache, TableOf(cache, row)));
+      const int table = TableOf(cache, row);
+      std::memcpy(HomeRow(cache, table, row), staged_from(i), RowBytes(cache, table));
     }
     const auto [fill_begin, fill_end] = range(moves.fills);
     for (int64_t i = fill_begin; i < fill_end; ++i) {
@@ -82,8 +78,9 @@ void MoveRowsOnHost(const CacheArgs& cache, const HostRowMoves& moves, HostCopyT
         Prefetch(home_of(moves.fill_rows[i + kRowsAhead]), moves.slot_bytes, /*for_write=*/false);
       }
       const int64_t row = moves.fill_rows[i];
-      std::memcpy(moves.fill_data + i * moves.slot_bytes, home_of(row),
-                  RowBytes(cache, TableOf(cache, row)));
+      const int table = TableOf(cache, row);
+      std::memcpy(moves.fill_data + i * moves.slot_bytes, HomeRow(cache, table, row),
+                  RowBytes(cache, table));
     }
   });
 }
