@@ -40,7 +40,8 @@ void Count(const CacheArgs& cache, int table, StatField field, int64_t value) {
 bool WriteBack(const CacheArgs& cache, int64_t slot) {
   if (!cache.write_back_every_row && cache.dirty[slot] == 0) return false;
   const int64_t row = cache.tags[slot];
-  CopyRow(cache, SlotRow(cache, slot), HomeRow(cache, row), cache.dims[TableOf(cache, row)]);
+  const int table = TableOf(cache, row);
+  CopyRow(cache, SlotRow(cache, slot), HomeRow(cache, table, row), cache.dims[table]);
   cache.dirty[slot] = 0;
   return true;
 }
@@ -128,7 +129,7 @@ void PrefetchPass(const CacheArgs& cache, const std::vector<int64_t>& linear, in
       }
       const int64_t slot = victims[r];
       if (cache.tags[slot] != kEmpty) Evict(cache, slot);
-      CopyRow(cache, HomeRow(cache, row), SlotRow(cache, slot), cache.dims[table]);
+      CopyRow(cache, HomeRow(cache, table, row), SlotRow(cache, slot), cache.dims[table]);
       cache.dirty[slot] = 0;
       cache.tags[slot] = row;
       cache.timestamps[slot] = timestep;
@@ -210,7 +211,7 @@ void WarmCpu(const CacheArgs& cache, const int64_t* rows, int64_t count, int64_t
                                     [&](int64_t slot) { return cache.tags[slot] == kEmpty; });
     if (empty == victims.end()) continue;  // the set is full: warming evicts nothing
     const int table = TableOf(cache, row);
-    CopyRow(cache, HomeRow(cache, row), SlotRow(cache, *empty), cache.dims[table]);
+    CopyRow(cache, HomeRow(cache, table, row), SlotRow(cache, *empty), cache.dims[table]);
     cache.dirty[*empty] = 0;
     cache.tags[*empty] = row;
     cache.timestamps[*empty] = timestep;
