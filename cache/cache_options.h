@@ -68,13 +68,14 @@ enum class MappedFills {
   // of host memory): no host work, but while they run the step's kernels
   // beside them slow down (an SGEMM 3.4x on an H100).
   kWarps,
-  // The copy engines move them: the prefetch copies its evicted rows out of
-  // the staging in one copy, `fill_threads` host threads write them home
-  // and gather the new rows into pinned memory, and one copy brings those
-  // in for a kernel to scatter into their slots. The SMs do only the
-  // scatter; the price is a round trip to the host inside the prefetch,
-  // and pinned host memory twice the staging's size. A prefetch of several
-  // passes, or with more new rows than staging rows, moves them as kWarps.
+  // The copy engines move the new rows: `fill_threads` host threads
+  // gather them into pinned memory, one copy brings them in and a kernel
+  // scatters them into their slots, while the warps write the evicted rows
+  // home (stores, which are posted). The price is a round trip to the host
+  // inside the prefetch and pinned host memory of the staging's size; a
+  // prefetch alone is slower, a training step beside it faster (the SMs'
+  // reads of host memory slow the step). A prefetch of several passes, or
+  // with more new rows than staging rows, moves them as kWarps.
   kCopyEngine,
 };
 

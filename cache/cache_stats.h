@@ -44,6 +44,11 @@ struct CacheCounts {
 struct CacheStats {
   std::vector<CacheCounts> tables;  // one per table
   CacheCounts all;                  // every table
+  // Of all.inserted, the rows the copy engines moved (MappedFills::
+  // kCopyEngine, cache_options.h); the GPU's warps moved the others (a
+  // prefetch of several passes, or of more new rows than the staging
+  // holds, falls back to them). 0 for other caches.
+  int64_t copy_engine_fills = 0;
 };
 
 // The cache's state, slot by slot, copied to the host (CachedTbe::Snapshot):

@@ -185,15 +185,13 @@ void CachedTbe::AddStaging(CacheArgs& args) {
 
 void CachedTbe::AddHostFills(CacheArgs& args, std::shared_ptr<void>& owner) {
   auto fills = std::make_shared<internal::HostFills>();
-  fills->capacity = args.staging_capacity;
-  fills->slot_bytes = slot_dim_ * static_cast<int64_t>(storage::SizeOf(options_.dtype));
-  const int64_t bytes = internal::HostFillBytes(fills->capacity, fills->slot_bytes);
+  fills->cache = args;
+  fills->table_arrays = internal::TableArrays(tables_);
+  internal::PointAtTableArrays(fills->table_arrays.data(), tables_.num_tables(), &fills->cache);
+  const int64_t bytes = internal::HostFillBytes(args);
   host_staging_ = Tensor::Empty(engine_, {(bytes + 7) / 8}, DType::kI64, engine::Context::CPU(),
                                 storage::MemoryKind::kPinned);
   fills->pinned = host_staging_.data();
-  fills->table_arrays = internal::TableArrays(tables_);
-  fills->cache = args;
-  internal::PointAtTableArrays(fills->table_arrays.data(), tables_.num_tables(), &fills->cache);
   fills->threads = std::make_unique<internal::HostCopyThreads>(options_.fill_threads);
   args.host_fills = fills.get();
   owner = std::move(fills);
@@ -266,6 +264,9 @@ CacheStats CachedTbe::ReadStats(bool total) {
   };
   for (int t = 0; t < tables_.num_tables(); ++t) stats.tables.push_back(counts_at(t));
   stats.all = counts_at(tables_.num_tables());
+  if (const internal::HostFills* fills = args_->host_fills) {
+    stats.copy_engine_fills = total ? fills->total_fills : fills->last_fills;
+  }
   return stats;
 }
 

@@ -75,7 +75,7 @@ ABSL_FLAG(std::string, home, "auto",
           "free memory, else host-mapped pinned memory), managed or mapped");
 ABSL_FLAG(std::string, mapped_fills, "warps",
           "how a prefetch moves the rows of a host-mapped home: warps (the GPU's, zero-copy) or "
-          "copy (the host gathers them, a copy engine moves them)");
+          "copy (the host gathers the new rows, a copy engine moves them in)");
 ABSL_FLAG(int, fill_threads, 8, "--mapped_fills=copy: the host threads that move the rows");
 ABSL_FLAG(std::string, dtype, "f32", "the tables' element type: f32, f16 or bf16");
 ABSL_FLAG(std::string, optimizer, "adagrad",

@@ -160,7 +160,7 @@ __device__ inline char* HomeRowAt(const CacheArgs& cache, int table, int64_t lin
   return static_cast<char*>(cache.home) + element * ElementBytes(cache.row_type);
 }
 __device__ inline char* SlotRowAt(const CacheArgs& cache, int64_t slot) {
-  return static_cast<char*>(cache.slots) + slot * cache.slot_dim * ElementBytes(cache.row_type);
+  return static_cast<char*>(cache.slots) + slot * SlotBytes(cache);
 }
 
 // Copies `bytes` (a multiple of 2) with the lanes of a warp, in the widest

@@ -67,4 +67,9 @@ EMBER_CACHE_HD inline int64_t RowBytes(const CacheArgs& cache, int table) {
   return cache.dims[table] * ElementBytes(cache.row_type);
 }
 
+// A slot's (and a staging row's) bytes: the widest table's row.
+EMBER_CACHE_HD inline int64_t SlotBytes(const CacheArgs& cache) {
+  return cache.slot_dim * ElementBytes(cache.row_type);
+}
+
 }  // namespace ember::cache::internal

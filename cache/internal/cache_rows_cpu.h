@@ -28,7 +28,7 @@ inline void* HomeRow(const CacheArgs& cache, int64_t linear_id) {
 }
 
 inline void* SlotRow(const CacheArgs& cache, int64_t slot) {
-  return static_cast<char*>(cache.slots) + slot * cache.slot_dim * ElementBytes(cache.row_type);
+  return static_cast<char*>(cache.slots) + slot * SlotBytes(cache);
 }
 
 inline void CopyRow(const CacheArgs& cache, const void* from, void* to, int64_t dim) {

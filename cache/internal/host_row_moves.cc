@@ -1,7 +1,6 @@
 #include "cache/internal/host_row_moves.h"
 
 #include <cstring>
-#include <utility>
 
 #include "cache/internal/cache_rows.h"
 #include "cache/internal/cache_rows_cpu.h"
@@ -16,26 +15,21 @@ namespace {
 // 256-byte rows of 3 GiB).
 constexpr int64_t kRowsAhead = 16;
 
-void Prefetch(const char* row, int64_t bytes, bool for_write) {
-  for (int64_t line = 0; line < bytes; line += 64) {
-    if (for_write) {
-      __builtin_prefetch(row + line, 1);
-    } else {
-      __builtin_prefetch(row + line, 0);
-    }
-  }
+void Prefetch(const char* row, int64_t bytes) {
+  for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(row + line);
 }
 
 int64_t Aligned(int64_t bytes) { return (bytes + 15) / 16 * 16; }
 
 }  // namespace
 
-int64_t HostFillBytes(int64_t capacity, int64_t slot_bytes) {
-  return kHostFillHeaderBytes + Aligned(capacity * 8) * 2 + Aligned(capacity * 4) +
-         2 * Aligned(capacity * slot_bytes);
+int64_t HostFillBytes(const CacheArgs& cache) {
+  const int64_t rows = cache.staging_capacity;
+  return kHostFillHeaderBytes + Aligned(rows * 8) + Aligned(rows * SlotBytes(cache));
 }
 
 HostFillBuffers CarveHostFills(const HostFills& fills) {
+  const int64_t rows = fills.cache.staging_capacity;
   char* at = static_cast<char*>(fills.pinned);
   auto take = [&](int64_t bytes) {
     char* piece = at;
@@ -44,38 +38,20 @@ HostFillBuffers CarveHostFills(const HostFills& fills) {
   };
   HostFillBuffers b;
   b.header = take(kHostFillHeaderBytes);
-  b.fill_rows = reinterpret_cast<int64_t*>(take(fills.capacity * 8));
-  b.staged_rows = reinterpret_cast<int64_t*>(take(fills.capacity * 8));
-  b.staged_at = reinterpret_cast<uint32_t*>(take(fills.capacity * 4));
-  b.staged_data = take(fills.capacity * fills.slot_bytes);
-  b.fill_data = take(fills.capacity * fills.slot_bytes);
+  b.fill_rows = reinterpret_cast<int64_t*>(take(rows * 8));
+  b.fill_data = take(rows * SlotBytes(fills.cache));
   return b;
 }
 
 void MoveRowsOnHost(const CacheArgs& cache, const HostRowMoves& moves, HostCopyThreads& threads) {
-  const auto staged_from = [&](int64_t i) {
-    return moves.staged_data + int64_t{moves.staged_at[i]} * moves.slot_bytes;
-  };
-  const auto home_of = [&](int64_t row) { return static_cast<char*>(HomeRow(cache, row)); };
-  // Each part a contiguous range of each list (both in home order).
+  // Each part a contiguous range of the list (in home order).
   threads.Run([&](int part, int parts) {
-    const auto range = [&](int64_t n) {
-      return std::pair<int64_t, int64_t>{n * part / parts, n * (part + 1) / parts};
-    };
-    const auto [staged_begin, staged_end] = range(moves.staged);
-    for (int64_t i = staged_begin; i < staged_end; ++i) {
-      if (i + kRowsAhead < staged_end) {
-        Prefetch(staged_from(i + kRowsAhead), moves.slot_bytes, /*for_write=*/false);
-        Prefetch(home_of(moves.staged_rows[i + kRowsAhead]), moves.slot_bytes, /*for_write=*/true);
-      }
-      const int64_t row = moves.staged_rows[i];
-      const int table = TableOf(cache, row);
-      std::memcpy(HomeRow(cache, table, row), staged_from(i), RowBytes(cache, table));
-    }
-    const auto [fill_begin, fill_end] = range(moves.fills);
-    for (int64_t i = fill_begin; i < fill_end; ++i) {
-      if (i + kRowsAhead < fill_end) {
-        Prefetch(home_of(moves.fill_rows[i + kRowsAhead]), moves.slot_bytes, /*for_write=*/false);
+    const int64_t begin = moves.fills * part / parts;
+    const int64_t end = moves.fills * (part + 1) / parts;
+    for (int64_t i = begin; i < end; ++i) {
+      if (i + kRowsAhead < end) {
+        Prefetch(static_cast<const char*>(HomeRow(cache, moves.fill_rows[i + kRowsAhead])),
+                 moves.slot_bytes);
       }
       const int64_t row = moves.fill_rows[i];
       const int table = TableOf(cache, row);

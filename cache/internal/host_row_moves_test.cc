@@ -1,6 +1,6 @@
-// MoveRowsOnHost and HostCopyThreads (white-box tests of internals, beside
-// them): the host's half of a mapped home's copy-engine fills, against a
-// copy row by row on fresh random data.
+// MoveRowsOnHost, the pinned layout and HostCopyThreads (white-box tests
+// of internals, beside them): the host's half of a mapped home's
+// copy-engine fills, against a copy row by row on fresh random data.
 
 #include "cache/internal/host_row_moves.h"
 
@@ -43,15 +43,14 @@ TEST(HostCopyThreadsTest, FewerThanOneThreadIsTheCallerAlone) {
 }
 
 // Three f32 tables of other dims (slots of the largest), as TbeTables lays
-// them out, and a prefetch's lists drawn at random: evicted and new rows
-// disjoint, in home order, staging rows in any order.
+// them out; a prefetch's new rows are drawn at random, in home order.
 struct Case {
   std::vector<int64_t> rows{50, 7, 120};
   std::vector<int64_t> dims{8, 3, 16};
   std::vector<int64_t> row_offsets, weight_offsets;
   std::vector<float> home;
   CacheArgs cache;
-  int64_t slot_bytes = 16 * 4;
+  int64_t slot_bytes = int64_t{16} * 4;
 
   Case() {
     row_offsets = {0};
@@ -77,7 +76,7 @@ struct Case {
   int64_t Dim(int64_t row) const { return dims[TableOf(cache, row)]; }
 };
 
-TEST(HostRowMovesTest, EvictedRowsGoHomeAndNewRowsAreGathered) {
+TEST(HostRowMovesTest, NewRowsAreGatheredFromHome) {
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_real_distribution<float> value(-1, 1);
   for (int threads : {1, 3, 4}) {
@@ -87,40 +86,21 @@ TEST(HostRowMovesTest, EvictedRowsGoHomeAndNewRowsAreGathered) {
     std::vector<int64_t> ids(c.cache.total_rows);
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), rng);
-    const int64_t staged = 40;
     const int64_t fills = 60;
-    std::vector<int64_t> staged_rows(ids.begin(), ids.begin() + staged);
-    std::vector<int64_t> fill_rows(ids.begin() + staged, ids.begin() + staged + fills);
-    std::sort(staged_rows.begin(), staged_rows.end());
+    std::vector<int64_t> fill_rows(ids.begin(), ids.begin() + fills);
     std::sort(fill_rows.begin(), fill_rows.end());
-    std::vector<uint32_t> staged_at(staged);
-    std::iota(staged_at.begin(), staged_at.end(), 0u);
-    std::shuffle(staged_at.begin(), staged_at.end(), rng);
     const int64_t slot_floats = c.slot_bytes / 4;
-    std::vector<float> staged_data(staged * slot_floats);
-    for (float& v : staged_data) v = value(rng);
     std::vector<float> fill_data(fills * slot_floats, 7.0f);
 
     HostRowMoves moves;
     moves.slot_bytes = c.slot_bytes;
-    moves.staged_rows = staged_rows.data();
-    moves.staged_at = staged_at.data();
-    moves.staged = staged;
-    moves.staged_data = reinterpret_cast<const char*>(staged_data.data());
     moves.fill_rows = fill_rows.data();
     moves.fills = fills;
     moves.fill_data = reinterpret_cast<char*>(fill_data.data());
     HostCopyThreads pool(threads);
     MoveRowsOnHost(c.cache, moves, pool);
 
-    std::vector<float> expected = before;
-    for (int64_t i = 0; i < staged; ++i) {
-      const int64_t row = staged_rows[i];
-      const float* from = staged_data.data() + staged_at[i] * slot_floats;
-      const int64_t at = c.HomeRow(row) - c.home.data();
-      std::copy(from, from + c.Dim(row), expected.begin() + at);
-    }
-    EXPECT_EQ(c.home, expected) << threads << " threads: home after the write-backs";
+    EXPECT_EQ(c.home, before) << threads << " threads: home unchanged";
     for (int64_t i = 0; i < fills; ++i) {
       const int64_t row = fill_rows[i];
       const float* got = fill_data.data() + i * slot_floats;
@@ -131,6 +111,31 @@ TEST(HostRowMovesTest, EvictedRowsGoHomeAndNewRowsAreGathered) {
         ASSERT_EQ(got[e], want) << threads << " threads, fill " << i << " (row " << row
                                 << "), element " << e;
       }
+    }
+  }
+}
+
+// The pinned pieces, for staging rows of every row type: aligned, in
+// order, apart, and within HostFillBytes.
+TEST(HostRowMovesTest, ThePinnedPiecesFitAndDoNotOverlap) {
+  for (const RowType type : {RowType::kF32, RowType::kF16, RowType::kBF16}) {
+    for (const int64_t rows : {int64_t{1}, int64_t{7}, int64_t{1000}}) {
+      Case c;
+      c.cache.row_type = type;
+      c.cache.staging_capacity = rows;
+      std::vector<char> pinned(HostFillBytes(c.cache) + 16);
+      HostFills fills;
+      fills.cache = c.cache;
+      fills.pinned = pinned.data();
+      const HostFillBuffers b = CarveHostFills(fills);
+      const char* const base = pinned.data();
+      const auto at = [&](const void* p) { return static_cast<const char*>(p) - base; };
+      EXPECT_EQ(at(b.header), 0);
+      EXPECT_GE(at(b.fill_rows), kHostFillHeaderBytes);
+      EXPECT_GE(at(b.fill_data), at(b.fill_rows) + rows * 8);
+      EXPECT_LE(at(b.fill_data) + rows * SlotBytes(c.cache), HostFillBytes(c.cache));
+      EXPECT_EQ(at(b.fill_rows) % 16, 0);
+      EXPECT_EQ(at(b.fill_data) % 16, 0);
     }
   }
 }

@@ -83,7 +83,7 @@ __device__ void WarpCopyRows(const RowCopy& mine) {
 }
 
 __device__ char* StagedRowAt(const CacheArgs& cache, int64_t g) {
-  return static_cast<char*>(cache.staging) + g * cache.slot_dim * ElementBytes(cache.row_type);
+  return static_cast<char*>(cache.staging) + g * SlotBytes(cache);
 }
 
 // Row `row`'s copy between its home row and `other` (into home when
@@ -325,6 +325,17 @@ __device__ int64_t FindStaged(const Staged& staged, int64_t row, int row_bits) {
   return -1;
 }
 
+// The staged rows (sorted into home order) written home from the staging,
+// by warps `warp` of `warps`.
+__device__ void DrainStaged(const CacheArgs& cache, const Staged& staged, int64_t warp,
+                            int64_t warps) {
+  ForEachWarpCopy<kRowsInFlight>(
+      static_cast<int64_t>(*staged.count), warp, warps, [&](int64_t f, bool mine) {
+        if (!mine) return RowCopy{};
+        return HomeCopy(cache, staged.rows[f], StagedRowAt(cache, staged.at[f]), true);
+      });
+}
+
 // A piece of the deferred fills (sorted in `fills`) copied in, by every
 // warp, or (`drains`) by the even warps while the odd ones write the staged
 // rows home: both directions of the link at once. A fill looks for its row
@@ -340,11 +351,7 @@ __global__ void __launch_bounds__(kFillBlockThreads, kFillBlocksPerSm)
   const int64_t warp = drains ? any_warp / 2 : any_warp;
   const int64_t warps = drains ? WarpsOfGrid() / 2 : WarpsOfGrid();
   if (drainer) {
-    ForEachWarpCopy<kRowsInFlight>(
-        static_cast<int64_t>(*staged.count), warp, warps, [&](int64_t f, bool mine) {
-          if (!mine) return RowCopy{};
-          return HomeCopy(cache, staged.rows[f], StagedRowAt(cache, staged.at[f]), true);
-        });
+    DrainStaged(cache, staged, warp, warps);
     return;
   }
   ForEachWarpCopy<kRowsInFlight>(
@@ -410,6 +417,29 @@ bool MayOverflow(const CacheArgs& cache, const RowMoves& moves) {
   return cache.staging_capacity < moves.fill_capacity;
 }
 
+// Piece `piece` of the deferred fills gathered and sorted into home order
+// (buffer 0 of `sort`), and on piece 0, the staged rows too.
+void SortPiece(const CacheArgs& cache, const RowMoves& moves, const MissSort& sort, int64_t piece,
+               const char* op, cudaStream_t stream) {
+  LaunchChained("GatherFillsKernel", op, GatherFillsKernel,
+                GridFor(sort.capacity, kBlockThreads, 1024), kBlockThreads, stream, cache,
+                moves.fills, moves.counts, sort, piece);
+  if (piece == 0 && cache.staging_capacity > 0) {
+    SortByHome(sort, cache.staged_rows, cache.staged_at, &moves.counts->staged,
+               cache.staging_capacity, op, stream);
+  }
+  SortByHome(sort, sort.rows, sort.positions, &moves.counts->piece, sort.capacity, op, stream);
+}
+
+// The staged rows written home by the warps of a whole grid, while the
+// host gathers the new rows (CopyEngineFills).
+__global__ void __launch_bounds__(kFillBlockThreads, kFillBlocksPerSm)
+    DrainKernel(const CacheArgs cache, const Staged staged, const unsigned long long* fault_key) {
+  AwaitPreviousKernel();
+  if (*fault_key != kNoFaultKey) return;
+  DrainStaged(cache, staged, WarpOfGrid(), WarpsOfGrid());
+}
+
 // A piece of copy-engine fills (CopyEngineFills): the staging's rows
 // [0, count) scattered into their slots (`fill_slots`).
 __global__ void __launch_bounds__(kFillBlockThreads)
@@ -450,11 +480,13 @@ void Synchronize(const char* op, cudaStream_t stream) {
 
 // A mapped home's deferred fills by the copy engines (MappedFills::
 // kCopyEngine, host_row_moves.h), where the prefetch had one pass and its
-// fills fit the staging: the fills and the staged rows sorted into home
-// order on the GPU, their lists and the staged rows copied out, the host's
-// threads writing those home and gathering the new rows, which one copy
-// brings into the staging for ScatterKernel. Returns false, having changed
-// nothing FinishMoves does not redo, where it does not apply.
+// new rows fit the staging: the new rows sorted into home order on the
+// GPU and their list copied out, the host's threads gathering them from
+// home while DrainKernel writes the staged rows home (disjoint rows: the
+// evicted were cached, the new ones missing), then one copy brings them
+// into the staging, after the drain, for ScatterKernel. Returns false,
+// having changed nothing FinishMoves does not redo, where it does not
+// apply.
 bool CopyEngineFills(const CacheArgs& cache, const RowMoves& moves, const char* op,
                      cudaStream_t stream) {
   HostFills* fills = cache.host_fills;
@@ -463,14 +495,7 @@ bool CopyEngineFills(const CacheArgs& cache, const RowMoves& moves, const char* 
   if (fills == nullptr || moves.passes != 1 || moves.fill_capacity > sort.capacity) return false;
   const HostFillBuffers host = CarveHostFills(*fills);
   auto* header = static_cast<HostHeader*>(host.header);
-  unsigned long long* piece_count = &moves.counts->piece;
-  unsigned long long* staged_count = &moves.counts->staged;
-  LaunchChained("GatherFillsKernel", op, GatherFillsKernel,
-                GridFor(sort.capacity, kBlockThreads, 1024), kBlockThreads, stream, cache,
-                moves.fills, moves.counts, sort, int64_t{0});
-  SortByHome(sort, cache.staged_rows, cache.staged_at, staged_count, cache.staging_capacity, op,
-             stream);
-  SortByHome(sort, sort.rows, sort.positions, piece_count, sort.capacity, op, stream);
+  SortPiece(cache, moves, sort, 0, op, stream);
   CopyAsync(&header->fault_key, sort.fault_key, sizeof(header->fault_key), cudaMemcpyDeviceToHost,
             op, stream);
   CopyAsync(&header->counts, moves.counts, sizeof(MoveCounts), cudaMemcpyDeviceToHost, op, stream);
@@ -478,20 +503,16 @@ bool CopyEngineFills(const CacheArgs& cache, const RowMoves& moves, const char* 
   if (header->fault_key != kNoFaultKey) return true;  // a bad batch: nothing moves
   const auto new_rows = static_cast<int64_t>(header->counts.piece);
   const auto staged = static_cast<int64_t>(header->counts.staged);  // clamped by GatherFills
-  if (new_rows > fills->capacity) return false;
-  const int64_t slot_bytes = fills->slot_bytes;
+  if (new_rows > cache.staging_capacity) return false;
+  const int64_t slot_bytes = SlotBytes(cache);
   CopyAsync(host.fill_rows, sort.rows[0], 8 * new_rows, cudaMemcpyDeviceToHost, op, stream);
-  CopyAsync(host.staged_rows, cache.staged_rows[0], 8 * staged, cudaMemcpyDeviceToHost, op, stream);
-  CopyAsync(host.staged_at, cache.staged_at[0], 4 * staged, cudaMemcpyDeviceToHost, op, stream);
-  CopyAsync(host.staged_data, cache.staging, slot_bytes * staged, cudaMemcpyDeviceToHost, op,
-            stream);
   Synchronize(op, stream);
+  const Staged drain{cache.staged_rows[0], cache.staged_at[0], &moves.counts->staged, nullptr};
+  LaunchChained("DrainKernel", op, DrainKernel,
+                LinkGrid(cache, staged, kFillBlockThreads, INT_MAX, op), kFillBlockThreads, stream,
+                cache, drain, sort.fault_key);
   HostRowMoves rows;
   rows.slot_bytes = slot_bytes;
-  rows.staged_rows = host.staged_rows;
-  rows.staged_at = host.staged_at;
-  rows.staged = staged;
-  rows.staged_data = host.staged_data;
   rows.fill_rows = host.fill_rows;
   rows.fills = new_rows;
   rows.fill_data = host.fill_data;
@@ -501,7 +522,9 @@ bool CopyEngineFills(const CacheArgs& cache, const RowMoves& moves, const char* 
   LaunchChained("ScatterKernel", op, ScatterKernel,
                 GridFor(new_rows, kFillBlockThreads / kWarp * kRowsInFlight, 1024),
                 kFillBlockThreads, stream, cache, static_cast<const uint32_t*>(sort.positions[0]),
-                static_cast<const unsigned long long*>(piece_count), sort.fault_key);
+                static_cast<const unsigned long long*>(&moves.counts->piece), sort.fault_key);
+  fills->last_fills = new_rows;
+  fills->total_fills += new_rows;
   return true;
 }
 
@@ -533,8 +556,8 @@ void MovePassRows(const CacheArgs& cache, const RowMoves& moves, int pass, const
 
 void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
                  cudaStream_t stream) {
-  if (moves.fill_capacity == 0) return;
-  if (CopyEngineFills(cache, moves, op, stream)) return;
+  if (cache.host_fills != nullptr) cache.host_fills->last_fills = 0;
+  if (moves.fill_capacity == 0 || CopyEngineFills(cache, moves, op, stream)) return;
   MissSort sort = moves.sort;
   sort.capacity = moves.piece_capacity;
   const int64_t pieces = (moves.fill_capacity + sort.capacity - 1) / sort.capacity;
@@ -553,17 +576,13 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
       LaunchChained("WriteBackKernel", op, WriteBackKernel, grid, kFillBlockThreads, stream, cache,
                     sort.rows[0], sort.positions[0], write_backs, sort.fault_key);
     }
-    LaunchChained("GatherFillsKernel", op, GatherFillsKernel, gather_grid, kBlockThreads, stream,
-                  cache, moves.fills, moves.counts, sort, piece);
+    SortPiece(cache, moves, sort, piece, op, stream);
     const bool drains = piece == 0 && cache.staging_capacity > 0;
     if (drains) {
-      SortByHome(sort, cache.staged_rows, cache.staged_at, staged.count, cache.staging_capacity, op,
-                 stream);
       staged.rows = cache.staged_rows[0];
       staged.at = cache.staged_at[0];
       if (moves.key_starts != nullptr) IndexStaged(cache, staged, moves, op, stream);
     }
-    SortByHome(sort, sort.rows, sort.positions, piece_count, sort.capacity, op, stream);
     LaunchChained("FillKernel", op, FillKernel, grid, kFillBlockThreads, stream, cache,
                   sort.rows[0], sort.positions[0], piece_count, staged, drains, sort.row_bits,
                   sort.fault_key);

@@ -452,13 +452,13 @@ class CacheCudaTest : public ::testing::TestWithParam<std::string> {
   // Three batches of about 30k indices over 150k rows (two tables), 30% of
   // them on `hot` rows, a pass of them missing more rows than one tile of
   // the radix sort, through the pipeline; the GPU's totals.
-  CacheCounts RunManyMisses(const Config& config, uint64_t batch_seed, uint64_t home_seed,
-                            int64_t hot = 3000) {
+  CacheStats RunManyMisses(const Config& config, uint64_t batch_seed, uint64_t home_seed,
+                           int64_t hot = 3000) {
     const ops::TbeTables tables({100000, 50000}, {4, 8});
     Twin twin(engine(), tables, config);
     std::mt19937_64 rng(batch_seed);
     RunPipeline(twin, RandomBatches(rng, tables, 3, 1000, 30, 0.3, hot), home_seed);
-    return twin.gpu().TotalStats().all;
+    return twin.gpu().TotalStats();
   }
 
   std::unique_ptr<engine::Engine> engine_;
@@ -644,7 +644,7 @@ TEST_P(CacheCudaTest, ManyMissesSortOnTheGpuLikeTheCpu) {
     for (int passes : {1, 3}) {
       const Config config{policy, passes, DType::kF32, DType::kI64, /*sets=*/256};
       SCOPED_TRACE(Describe(config));
-      EXPECT_GT(RunManyMisses(config, 11 + passes, 99).unique_misses, 3 * passes * 2048)
+      EXPECT_GT(RunManyMisses(config, 11 + passes, 99).all.unique_misses, 3 * passes * 2048)
           << "passes of more misses than one tile";
     }
   }
@@ -660,7 +660,7 @@ TEST_P(CacheCudaTest, MissesOverManySetsGroupedBySetLikeTheCpu) {
       for (int passes : {1, 3}) {
         const Config config{policy, passes, DType::kF32, DType::kI64, /*sets=*/8192};
         SCOPED_TRACE(Describe(config) + ", " + std::to_string(hot) + " hot rows");
-        EXPECT_GT(RunManyMisses(config, 31 + passes, 103, hot).unique_misses, 3 * passes * 2048)
+        EXPECT_GT(RunManyMisses(config, 31 + passes, 103, hot).all.unique_misses, 3 * passes * 2048)
             << "passes of more misses than one tile";
         if (HasFailure()) return;
       }
@@ -681,7 +681,7 @@ TEST_P(CacheCudaTest, MappedHomeFillsInPiecesMatchCpu) {
       config.staging_bytes = staging_rows * kStagingRowBytes;
       if (passes > 1) config.write_back = WriteBack::kDirtyRows;
       SCOPED_TRACE(Describe(config));
-      const CacheCounts totals = RunManyMisses(config, 61 + passes, 101);
+      const CacheCounts totals = RunManyMisses(config, 61 + passes, 101).all;
       if (HasFailure()) return;
       EXPECT_GT(totals.evicted, 2 * 2048) << "more evictions than a tile";
     }
@@ -699,17 +699,32 @@ TEST_P(CacheCudaTest, FewLinkWarpsMoveEveryRowLikeTheCpu) {
       config.link_warps = warps;
       config.write_back = WriteBack::kDirtyRows;
       SCOPED_TRACE(Describe(config) + (home == HomeMemory::kManaged ? ", managed home" : ""));
-      const CacheCounts totals = RunManyMisses(config, 71 + warps, 107);
+      const CacheCounts totals = RunManyMisses(config, 71 + warps, 107).all;
       if (HasFailure()) return;
       EXPECT_GT(totals.evicted, 2 * 2048) << "more evictions than a tile";
     }
   }
 }
 
-// MappedFills::kCopyEngine: the host writes a mapped home's evicted rows
-// home and gathers its new rows, the copy engines move them (one pass, new
-// rows within the staging); several passes, or a staging smaller than the
-// new rows, fall back to the warps. Every case as the CPU, row for row.
+// What a copy-engine cache's statistics say of its prefetches: every new
+// row by the copy engines where each prefetch qualifies (`all_copied`),
+// else (several passes, a staging of 64 rows) some or none.
+void ExpectCopyEnginesMoved(const CacheStats& stats, const Config& config, bool all_copied) {
+  if (!all_copied) {
+    EXPECT_LT(stats.copy_engine_fills, stats.all.inserted) << "some prefetches took the warps";
+    if (config.passes > 1) {
+      EXPECT_EQ(stats.copy_engine_fills, 0) << "several passes: the warps";
+    }
+    return;
+  }
+  EXPECT_EQ(stats.copy_engine_fills, stats.all.inserted) << "every new row by the copy engines";
+}
+
+// MappedFills::kCopyEngine: the host gathers a mapped home's new rows, the
+// copy engines move them in (one pass, new rows within the staging) and
+// the warps write the evicted rows home beside; several passes, or a
+// staging smaller than the new rows, fall back to the warps. Every case as
+// the CPU, row for row, and the statistics say which path each took.
 TEST_P(CacheCudaTest, CopyEngineFillsMoveEveryRowLikeTheCpu) {
   constexpr int64_t kStagingRowBytes = 8 * 4 + 24;  // RunManyMisses' widest f32 row
   uint64_t seed = 300;
@@ -723,9 +738,10 @@ TEST_P(CacheCudaTest, CopyEngineFillsMoveEveryRowLikeTheCpu) {
         config.staging_bytes = staging_rows * kStagingRowBytes;
         config.write_back = ++seed % 2 == 0 ? WriteBack::kDirtyRows : WriteBack::kEveryRow;
         SCOPED_TRACE(Describe(config));
-        const CacheCounts totals = RunManyMisses(config, seed, seed + 7);
+        const CacheStats stats = RunManyMisses(config, seed, seed + 7);
         if (HasFailure()) return;
-        EXPECT_GT(totals.evicted, 2 * 2048) << "more evictions than a tile";
+        EXPECT_GT(stats.all.evicted, 2 * 2048) << "more evictions than a tile";
+        ExpectCopyEnginesMoved(stats, config, passes == 1 && staging_rows > 64);
       }
     }
   }
@@ -737,9 +753,14 @@ TEST_P(CacheCudaTest, CopyEngineFillsMoveEveryRowLikeTheCpu) {
     config.fill_threads = 3;
     SCOPED_TRACE(Describe(config));
     Twin twin(engine(), SmallTables(), config);
-    RunPipeline(twin, Trace(++seed), seed * 1000);
+    ++seed;
+    RunPipeline(twin, Trace(seed), seed * 1000);
     if (HasFailure()) return;
-    EXPECT_GT(twin.gpu().TotalStats().all.evicted, 0) << "the trace evicts";
+    const CacheStats total = twin.gpu().TotalStats();
+    EXPECT_GT(total.all.evicted, 0) << "the trace evicts";
+    EXPECT_GT(total.copy_engine_fills, 0) << "some prefetches took the copy engines";
+    const CacheStats last = twin.gpu().LastStepStats();
+    EXPECT_LE(last.copy_engine_fills, last.all.inserted);
   }
 }
 

@@ -111,6 +111,10 @@ std::string FormatSummary(const RunReport& r) {
       Count(static_cast<double>(c.unique_conflict_misses)),
       Bytes(static_cast<double>(c.bytes_to_cache)), Bytes(static_cast<double>(c.bytes_to_home)),
       r.cache_slots);
+  if (t.cache.copy_engine_fills > 0) {
+    out += fmt::format("           {} rows in by the copy engines\n",
+                       Count(static_cast<double>(t.cache.copy_engine_fills)));
+  }
   bool first = true;
   for (const MemoryUse& m : r.memory) {
     out += fmt::format(
@@ -229,6 +233,7 @@ Json ToJson(const RunReport& r) {
                  .Set("cache", Json::MakeObject()
                                    .Set("slots", r.cache_slots)
                                    .Set("all", CountsJson(t.cache.all))
+                                   .Set("copy_engine_fills", t.cache.copy_engine_fills)
                                    .Set("tables", std::move(tables)))
                  .Set("memory", std::move(memory))
                  .Set("home_bytes", r.home_bytes)
