@@ -123,7 +123,7 @@ TEST(HostRowMovesTest, ThePinnedPiecesFitAndDoNotOverlap) {
       Case c;
       c.cache.row_type = type;
       c.cache.staging_capacity = rows;
-      std::vector<char> pinned(HostFillBytes(c.cache) + 16);
+      std::vector<char> pinned(HostFillBytes(c.cache));
       HostFills fills;
       fills.cache = c.cache;
       fills.pinned = pinned.data();
