@@ -43,19 +43,20 @@ HostFillBuffers CarveHostFills(const HostFills& fills) {
   return b;
 }
 
-void MoveRowsOnHost(const CacheArgs& cache, const HostRowMoves& moves, HostCopyThreads& threads) {
+void MoveRowsOnHost(const CacheArgs& cache, const HostFillBuffers& buffers, int64_t fills,
+                    HostCopyThreads& threads) {
+  const int64_t slot_bytes = SlotBytes(cache);
+  const int64_t* rows = buffers.fill_rows;
   // Each part a contiguous range of the list (in home order).
   threads.Run([&](int part, int parts) {
-    const int64_t begin = moves.fills * part / parts;
-    const int64_t end = moves.fills * (part + 1) / parts;
+    const int64_t begin = fills * part / parts;
+    const int64_t end = fills * (part + 1) / parts;
     for (int64_t i = begin; i < end; ++i) {
       if (i + kRowsAhead < end) {
-        Prefetch(static_cast<const char*>(HomeRow(cache, moves.fill_rows[i + kRowsAhead])),
-                 moves.slot_bytes);
+        Prefetch(static_cast<const char*>(HomeRow(cache, rows[i + kRowsAhead])), slot_bytes);
       }
-      const int64_t row = moves.fill_rows[i];
-      const int table = TableOf(cache, row);
-      std::memcpy(moves.fill_data + i * moves.slot_bytes, HomeRow(cache, table, row),
+      const int table = TableOf(cache, rows[i]);
+      std::memcpy(buffers.fill_data + i * slot_bytes, HomeRow(cache, table, rows[i]),
                   RowBytes(cache, table));
     }
   });

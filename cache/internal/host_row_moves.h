@@ -27,15 +27,6 @@ namespace ember::cache::internal {
 // header (nvcc's host pass lacks <barrier>).
 class HostCopyThreads;
 
-// One prefetch's new rows: fill_rows[i]'s home row goes to row i of
-// `fill_data` (pinned), rows slot_bytes apart, each RowBytes of its table.
-struct HostRowMoves {
-  int64_t slot_bytes = 0;
-  const int64_t* fill_rows = nullptr;
-  int64_t fills = 0;
-  char* fill_data = nullptr;
-};
-
 // A cache's means for copy-engine fills (CacheArgs::host_fills), made with
 // the cache: the cache's arguments with host pointers (its home, which is
 // host memory, and its per-table arrays), pinned memory for one prefetch's
@@ -54,7 +45,8 @@ struct HostFills {
 
 // The pieces of HostFills::pinned: a header the GPU copies its prefetch's
 // counts into, then staging_capacity entries of the new rows' list and
-// rows of their data (HostRowMoves).
+// rows of their data: fill_rows[i]'s home row goes to row i of fill_data,
+// rows SlotBytes apart, each RowBytes of its table.
 inline constexpr int64_t kHostFillHeaderBytes = 4096;
 struct HostFillBuffers {
   void* header = nullptr;
@@ -64,8 +56,10 @@ struct HostFillBuffers {
 int64_t HostFillBytes(const CacheArgs& cache);
 HostFillBuffers CarveHostFills(const HostFills& fills);
 
-// Gathers every new row, split over `threads`. `cache` holds host
-// pointers: its home and its per-table arrays (rows, dims, offsets).
-void MoveRowsOnHost(const CacheArgs& cache, const HostRowMoves& moves, HostCopyThreads& threads);
+// Gathers the first `fills` rows of `buffers`' list into its data, split
+// over `threads`. `cache` holds host pointers: its home and its per-table
+// arrays (rows, dims, offsets).
+void MoveRowsOnHost(const CacheArgs& cache, const HostFillBuffers& buffers, int64_t fills,
+                    HostCopyThreads& threads);
 
 }  // namespace ember::cache::internal

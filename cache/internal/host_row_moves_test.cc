@@ -49,8 +49,7 @@ struct Case {
   std::vector<int64_t> dims{8, 3, 16};
   std::vector<int64_t> row_offsets, weight_offsets;
   std::vector<float> home;
-  CacheArgs cache;
-  int64_t slot_bytes = int64_t{16} * 4;
+  CacheArgs cache;  // f32 slots of 16 elements
 
   Case() {
     row_offsets = {0};
@@ -89,16 +88,14 @@ TEST(HostRowMovesTest, NewRowsAreGatheredFromHome) {
     const int64_t fills = 60;
     std::vector<int64_t> fill_rows(ids.begin(), ids.begin() + fills);
     std::sort(fill_rows.begin(), fill_rows.end());
-    const int64_t slot_floats = c.slot_bytes / 4;
+    const int64_t slot_floats = SlotBytes(c.cache) / 4;
     std::vector<float> fill_data(fills * slot_floats, 7.0f);
 
-    HostRowMoves moves;
-    moves.slot_bytes = c.slot_bytes;
-    moves.fill_rows = fill_rows.data();
-    moves.fills = fills;
-    moves.fill_data = reinterpret_cast<char*>(fill_data.data());
+    HostFillBuffers buffers;
+    buffers.fill_rows = fill_rows.data();
+    buffers.fill_data = reinterpret_cast<char*>(fill_data.data());
     HostCopyThreads pool(threads);
-    MoveRowsOnHost(c.cache, moves, pool);
+    MoveRowsOnHost(c.cache, buffers, fills, pool);
 
     EXPECT_EQ(c.home, before) << threads << " threads: home unchanged";
     for (int64_t i = 0; i < fills; ++i) {
@@ -143,10 +140,8 @@ TEST(HostRowMovesTest, ThePinnedPiecesFitAndDoNotOverlap) {
 TEST(HostRowMovesTest, NothingToMoveTouchesNothing) {
   Case c;
   std::fill(c.home.begin(), c.home.end(), 3.0f);
-  HostRowMoves moves;
-  moves.slot_bytes = c.slot_bytes;
   HostCopyThreads pool(4);
-  MoveRowsOnHost(c.cache, moves, pool);
+  MoveRowsOnHost(c.cache, HostFillBuffers{}, 0, pool);
   EXPECT_TRUE(std::all_of(c.home.begin(), c.home.end(), [](float v) { return v == 3.0f; }));
 }
 

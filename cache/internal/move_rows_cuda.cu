@@ -135,6 +135,8 @@ constexpr int kMoveBlocks = 66;
 // when the prefetch runs alone.
 constexpr int kFillBlockThreads = 4 * kWarp;
 constexpr int kFillBlocksPerSm = 65536 / (64 * kFillBlockThreads);
+// Their grid's cap: none but LinkGrid's own, a block per SM.
+constexpr int kFillBlocks = INT_MAX;
 
 // A managed home's pass: lanes 0.. write the moves' evicted rows home,
 // lanes kRowsInFlight.. fill their slots. Moves are of distinct slots, and
@@ -509,14 +511,9 @@ bool CopyEngineFills(const CacheArgs& cache, const RowMoves& moves, const char* 
   Synchronize(op, stream);
   const Staged drain{cache.staged_rows[0], cache.staged_at[0], &moves.counts->staged, nullptr};
   LaunchChained("DrainKernel", op, DrainKernel,
-                LinkGrid(cache, staged, kFillBlockThreads, INT_MAX, op), kFillBlockThreads, stream,
-                cache, drain, sort.fault_key);
-  HostRowMoves rows;
-  rows.slot_bytes = slot_bytes;
-  rows.fill_rows = host.fill_rows;
-  rows.fills = new_rows;
-  rows.fill_data = host.fill_data;
-  MoveRowsOnHost(fills->cache, rows, *fills->threads);
+                LinkGrid(cache, staged, kFillBlockThreads, kFillBlocks, op), kFillBlockThreads,
+                stream, cache, drain, sort.fault_key);
+  MoveRowsOnHost(fills->cache, host, new_rows, *fills->threads);
   CopyAsync(cache.staging, host.fill_data, slot_bytes * new_rows, cudaMemcpyHostToDevice, op,
             stream);
   LaunchChained("ScatterKernel", op, ScatterKernel,
@@ -561,7 +558,7 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
   MissSort sort = moves.sort;
   sort.capacity = moves.piece_capacity;
   const int64_t pieces = (moves.fill_capacity + sort.capacity - 1) / sort.capacity;
-  const unsigned grid = LinkGrid(cache, sort.capacity, kFillBlockThreads, INT_MAX, op);
+  const unsigned grid = LinkGrid(cache, sort.capacity, kFillBlockThreads, kFillBlocks, op);
   const unsigned gather_grid = GridFor(sort.capacity, kBlockThreads, 1024);
   unsigned long long* piece_count = &moves.counts->piece;
   Staged staged;

@@ -145,7 +145,8 @@ TEST_P(GpuTrainTest, Tf32MatmulsTrainCloseToFloat32) {
 TEST_P(GpuTrainTest, LookupsRunOnStreamsTheDenseOpsDoNotUse) {
   const ModelConfig model = TinyModel();
   const DataFactory data{
-      .train = [&] { return std::make_unique<SyntheticSource>(TinyData(model, 64, kEndless)); }};
+      .train = [&] { return std::make_unique<SyntheticSource>(TinyData(model, 64, kEndless)); },
+      .held_out = nullptr};
   for (Schedule schedule : AllSchedules()) {
     SCOPED_TRACE(ToString(schedule));
     const std::string path = (std::filesystem::temp_directory_path() /

@@ -239,7 +239,8 @@ TEST_P(LifecycleTest, AStopEndsATracedRunWithoutATrace) {
   const ModelConfig model = TinyModel();
   const TrainOptions options = TinyOptions(model, GetParam(), 0);
   const DataFactory data{
-      .train = [&] { return std::make_unique<SyntheticSource>(TinyData(model, 16, kEndless)); }};
+      .train = [&] { return std::make_unique<SyntheticSource>(TinyData(model, 16, kEndless)); },
+      .held_out = nullptr};
   const std::string path =
       (std::filesystem::temp_directory_path() /
        fmt::format("ember_trace_stop_{}_{}.json", static_cast<int>(GetParam()), ::getpid()))
