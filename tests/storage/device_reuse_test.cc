@@ -130,12 +130,25 @@ TEST_P(DeviceReuseTest, WithoutOrderingTheFirstUseReuseIsStale) {
   if (GetParam().pool == DevicePoolType::kCudaAsync && GetParam().kind == MemoryKind::kDevice) {
     GTEST_SKIP() << "the stream-ordered allocator orders reuse itself";
   }
+  // The overwrite follows the first owner's fill by an event and so lands
+  // inside its check's 2 ms delay, whenever each stream's kernels start:
+  // timed by delays alone, a late start of either stream hid it (once, on
+  // an H100 with managed memory).
   Buffer first = manager_->Alloc(1 << 20, streams_[0]);
-  Use(first, streams_[0], 1, 2000);  // its value lands at ~2 ms, is checked at ~4 ms
+  int* data = static_cast<int*>(first.data());
+  const int n = (1 << 20) / 4;
+  LaunchFill(streams_[0], data, n, 1, 0);
+  cudaEvent_t filled = nullptr;
+  CudaCheck(cudaEventCreateWithFlags(&filled, cudaEventDisableTiming), "cudaEventCreate");
+  CudaCheck(cudaEventRecord(filled, streams_[0]), "cudaEventRecord");
+  LaunchCountMismatches(streams_[0], data, n, 1, errors_, 2000);
   first.Reset();
   Buffer second = manager_->Alloc(1 << 20);  // no OrderFirstUse yet
   ASSERT_TRUE(second.has_pending());
-  LaunchFill(streams_[1], static_cast<int*>(second.data()), (1 << 20) / 4, -2, 3000);
+  ASSERT_EQ(second.data(), data);
+  CudaCheck(cudaStreamWaitEvent(streams_[1], filled, 0), "cudaStreamWaitEvent");
+  CudaCheck(cudaEventDestroy(filled), "cudaEventDestroy");
+  LaunchFill(streams_[1], static_cast<int*>(second.data()), n, -2, 0);
   second.OrderFirstUse(streams_[1]);  // gives the fences back
   EXPECT_GT(Errors(), 0) << "the unordered overwrite went unnoticed";
 }
