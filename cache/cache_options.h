@@ -73,9 +73,11 @@ enum class MappedFills {
   // scatters them into their slots, while the warps write the evicted rows
   // home (stores, which are posted). The price is a round trip to the host
   // inside the prefetch and pinned host memory of the staging's size; a
-  // prefetch alone is slower, a training step beside it faster (the SMs'
-  // reads of host memory slow the step). A prefetch of several passes, or
-  // with more new rows than staging rows, moves them as kWarps.
+  // prefetch alone is slower, a training step beside it may be faster (the
+  // SMs' reads of host memory slow the step) or slower (the prefetch waits
+  // for its slowest host thread): measure on the host that will train
+  // (docs/benchmarks.md, "Copy-engine fills"). A prefetch of several
+  // passes, or with more new rows than staging rows, moves them as kWarps.
   kCopyEngine,
 };
 
