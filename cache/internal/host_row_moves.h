@@ -23,8 +23,8 @@
 
 namespace ember::cache::internal {
 
-// host_copy_threads.h, kept out of the CUDA sources that include this
-// header (nvcc's host pass lacks <barrier>).
+// host_copy_threads.h: the CUDA sources that include this header need
+// only the name.
 class HostCopyThreads;
 
 // A cache's means for copy-engine fills (CacheArgs::host_fills), made with

@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "cache/internal/cache_rows.h"
@@ -22,14 +24,15 @@ namespace {
 TEST(HostCopyThreadsTest, EveryPartRunsOnceARun) {
   for (int threads : {1, 2, 5}) {
     HostCopyThreads pool(threads);
-    ASSERT_EQ(pool.parts(), threads);
+    const int parts = pool.parts();
+    ASSERT_GE(parts, threads);
     for (int run = 0; run < 50; ++run) {
-      std::vector<std::atomic<int>> calls(threads);
-      pool.Run([&](int part, int parts) {
-        EXPECT_EQ(parts, threads);
+      std::vector<std::atomic<int>> calls(parts);
+      pool.Run([&](int part, int of) {
+        EXPECT_EQ(of, parts);
         calls[part].fetch_add(1);
       });
-      for (int p = 0; p < threads; ++p) EXPECT_EQ(calls[p].load(), 1) << "part " << p;
+      for (int p = 0; p < parts; ++p) EXPECT_EQ(calls[p].load(), 1) << "part " << p;
     }
   }
 }
@@ -40,6 +43,35 @@ TEST(HostCopyThreadsTest, FewerThanOneThreadIsTheCallerAlone) {
   int calls = 0;
   pool.Run([&](int part, int parts) { calls += part == 0 && parts == 1; });
   EXPECT_EQ(calls, 1);
+}
+
+// The thread holds its first part until every other part has returned:
+// the caller must take them all. Were parts dealt to threads in advance,
+// the held thread's others would never run (the wait gives up after 10 s
+// and the test fails).
+TEST(HostCopyThreadsTest, AThreadHeldInAPartLeavesTheOtherPartsToTheCaller) {
+  HostCopyThreads pool(2);
+  ASSERT_GT(pool.parts(), 2) << "more parts than threads";
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> returned{0};
+  std::atomic<bool> held{false};
+  bool others_returned = false;  // by the held part, read after Run
+  const auto wait_until = [](auto done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    return done();
+  };
+  pool.Run([&](int, int parts) {
+    if (std::this_thread::get_id() == caller) {
+      wait_until([&] { return held.load(); });  // the thread has claimed a part
+    } else if (!held.exchange(true)) {
+      others_returned = wait_until([&] { return returned.load() == parts - 1; });
+    }
+    returned.fetch_add(1);
+  });
+  EXPECT_TRUE(held.load()) << "the thread claimed no part in 10 s";
+  EXPECT_TRUE(others_returned) << "the parts left were not taken by the caller";
+  EXPECT_EQ(returned.load(), pool.parts());
 }
 
 // Three f32 tables of other dims (slots of the largest), as TbeTables lays
