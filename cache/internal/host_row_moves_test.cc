@@ -169,12 +169,21 @@ TEST(HostRowMovesTest, ThePinnedPiecesFitAndDoNotOverlap) {
   }
 }
 
+// No new rows: neither home nor the pinned rows change, though the list
+// names rows (a stale list from an earlier prefetch).
 TEST(HostRowMovesTest, NothingToMoveTouchesNothing) {
   Case c;
   std::fill(c.home.begin(), c.home.end(), 3.0f);
+  std::vector<int64_t> fill_rows = {0, 1, 2, 3};
+  std::vector<float> fill_data(fill_rows.size() * SlotBytes(c.cache) / 4, 7.0f);
+  HostFillBuffers buffers;
+  buffers.fill_rows = fill_rows.data();
+  buffers.fill_data = reinterpret_cast<char*>(fill_data.data());
   HostCopyThreads pool(4);
-  MoveRowsOnHost(c.cache, HostFillBuffers{}, 0, pool);
+  MoveRowsOnHost(c.cache, buffers, 0, pool);
   EXPECT_TRUE(std::all_of(c.home.begin(), c.home.end(), [](float v) { return v == 3.0f; }));
+  EXPECT_TRUE(std::all_of(fill_data.begin(), fill_data.end(), [](float v) { return v == 7.0f; }))
+      << "a row was gathered";
 }
 
 }  // namespace
