@@ -419,6 +419,14 @@ bool MayOverflow(const CacheArgs& cache, const RowMoves& moves) {
   return cache.staging_capacity < moves.fill_capacity;
 }
 
+// The sort's buffers sized for a piece of the deferred fills, which is
+// smaller than a pass where the fills are cut into pieces.
+MissSort PieceSort(const RowMoves& moves) {
+  MissSort sort = moves.sort;
+  sort.capacity = moves.piece_capacity;
+  return sort;
+}
+
 // Piece `piece` of the deferred fills gathered and sorted into home order
 // (buffer 0 of `sort`), and on piece 0, the staged rows too.
 void SortPiece(const CacheArgs& cache, const RowMoves& moves, const MissSort& sort, int64_t piece,
@@ -492,8 +500,7 @@ void Synchronize(const char* op, cudaStream_t stream) {
 bool CopyEngineFills(const CacheArgs& cache, const RowMoves& moves, const char* op,
                      cudaStream_t stream) {
   HostFills* fills = cache.host_fills;
-  MissSort sort = moves.sort;
-  sort.capacity = moves.piece_capacity;
+  const MissSort sort = PieceSort(moves);
   if (fills == nullptr || moves.passes != 1 || moves.fill_capacity > sort.capacity) return false;
   const HostFillBuffers host = CarveHostFills(*fills);
   auto* header = static_cast<HostHeader*>(host.header);
@@ -555,8 +562,7 @@ void FinishMoves(const CacheArgs& cache, const RowMoves& moves, const char* op,
                  cudaStream_t stream) {
   if (cache.host_fills != nullptr) cache.host_fills->last_fills = 0;
   if (moves.fill_capacity == 0 || CopyEngineFills(cache, moves, op, stream)) return;
-  MissSort sort = moves.sort;
-  sort.capacity = moves.piece_capacity;
+  const MissSort sort = PieceSort(moves);
   const int64_t pieces = (moves.fill_capacity + sort.capacity - 1) / sort.capacity;
   const unsigned grid = LinkGrid(cache, sort.capacity, kFillBlockThreads, kFillBlocks, op);
   const unsigned gather_grid = GridFor(sort.capacity, kBlockThreads, 1024);
