@@ -264,6 +264,8 @@ TEST_P(DependencyEngineTest, WaitForAllWaitsForEveryOp) {
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, DependencyEngineTest, ::testing::ValuesIn(AllEngineCases()),
                          CaseName);
+INSTANTIATE_TEST_SUITE_P(AsyncEngines, DependencyEngineTest,
+                         ::testing::ValuesIn(AsyncEngineCases()), CaseName);
 
 }  // namespace
 }  // namespace ember::engine::testing

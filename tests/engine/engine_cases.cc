@@ -10,13 +10,21 @@ std::vector<EngineCase> AllEngineCases() {
   return cases;
 }
 
+std::vector<EngineCase> AsyncEngineCases() {
+  return {{.type = EngineType::kNaive, .workers = 1, .async_gpu = true},
+          {.type = EngineType::kThreaded, .workers = 2, .async_gpu = true},
+          {.type = EngineType::kThreadedPerDevice, .workers = 2, .async_gpu = true}};
+}
+
 std::string CaseName(const ::testing::TestParamInfo<EngineCase>& info) {
-  return std::string(ToString(info.param.type)) + "_" + std::to_string(info.param.workers);
+  return std::string(ToString(info.param.type)) + (info.param.async_gpu ? "Async" : "") + "_" +
+         std::to_string(info.param.workers);
 }
 
 EngineOptions OptionsFor(const EngineCase& c) {
   EngineOptions options;
   options.type = c.type;
+  options.async_gpu = c.async_gpu;
   options.cpu_workers = c.workers;
   options.cpu_priority_workers = c.workers;
   options.pool_workers = c.workers;

@@ -288,6 +288,8 @@ TEST_P(ErrorPropagationTest, ThrowReportsTheVarsErrorOnceWithoutWaiting) {
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, ErrorPropagationTest, ::testing::ValuesIn(AllEngineCases()),
                          CaseName);
+INSTANTIATE_TEST_SUITE_P(AsyncEngines, ErrorPropagationTest,
+                         ::testing::ValuesIn(AsyncEngineCases()), CaseName);
 
 }  // namespace
 }  // namespace ember::engine::testing

@@ -311,6 +311,8 @@ TEST(EngineOptionsMisuse, BadOptionsNameTheField) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, MisuseTest, ::testing::ValuesIn(AllEngineCases()), CaseName);
+INSTANTIATE_TEST_SUITE_P(AsyncEngines, MisuseTest, ::testing::ValuesIn(AsyncEngineCases()),
+                         CaseName);
 
 }  // namespace
 }  // namespace ember::engine::testing

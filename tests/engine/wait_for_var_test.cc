@@ -213,6 +213,8 @@ TEST_P(WaitForVarTest, StaleHandleIsRefused) {
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, WaitForVarTest, ::testing::ValuesIn(AllEngineCases()),
                          CaseName);
+INSTANTIATE_TEST_SUITE_P(AsyncEngines, WaitForVarTest, ::testing::ValuesIn(AsyncEngineCases()),
+                         CaseName);
 
 }  // namespace
 }  // namespace ember::engine::testing

@@ -33,10 +33,12 @@ TEST(IdleEngineTest, IdleWorkersSleep) {
     for (int i = 0; i < 1000; ++i) engine->PushSync([](RunContext) {}, {}, {});
     engine->WaitForAll();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past every spin window
+    // Issue 10's target: under 1% of a core. Measured 0.003-0.006% here,
+    // 0.05% under TSan (its own background thread counts too).
     const double before = ProcessCpuSeconds();
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(std::chrono::seconds(1));
     const double used = ProcessCpuSeconds() - before;
-    EXPECT_LT(used, 0.1) << ToString(type) << " used " << used << " s of CPU in 0.5 s idle";
+    EXPECT_LT(used, 0.01) << ToString(type) << " used " << used << " s of CPU in 1 s idle";
   }
 }
 

@@ -264,6 +264,36 @@ TEST_P(GpuEngineTest, WaitForVarDoesNotWaitForTheGpuWorkOfLaterWrites) {
   EXPECT_EQ(*value, 2);
 }
 
+// ...nor for the GPU work of a pending read (in the Async engines a var
+// keeps its readers' events, for the next write to wait on, not WaitForVar).
+TEST_P(GpuEngineTest, WaitForVarDoesNotWaitForTheGpuWorkOfReads) {
+  Pinned<int> pinned_value(1);
+  int* value = pinned_value.get();
+  VarHandle v = engine_->NewVariable();
+  VarHandle out = engine_->NewVariable();
+  std::atomic<bool> launched{false};
+  // Pushed from a thread of its own: NaiveEngine runs the read on its pusher.
+  std::thread pusher([&] {
+    engine_->PushAsync(
+        [value, &launched](RunContext ctx, const OnStart& start, const OnComplete& done) {
+          start();
+          LaunchDelayedStore(static_cast<cudaStream_t>(ctx.stream), value, 1, 1'000'000);
+          launched = true;
+          done();
+        },
+        {v}, {out}, {.ctx = Context::GPU(0), .name = "slow-read"});
+  });
+  while (!launched.load()) std::this_thread::yield();
+  const auto begin = std::chrono::steady_clock::now();
+  engine_->WaitForVar(v);
+  const auto waited = std::chrono::steady_clock::now() - begin;
+  EXPECT_LT(waited, std::chrono::milliseconds(500)) << "WaitForVar waited for a read's kernel";
+  EXPECT_EQ(*value, 0) << "the read's 1 s kernel had already ended";
+  pusher.join();
+  engine_->WaitForVar(out);
+  EXPECT_EQ(*value, 1);
+}
+
 TEST_P(GpuEngineTest, CopiesBothWaysThroughTheCopyWorkers) {
   Pinned<int> pinned_host(2);
   int* host = pinned_host.get();
@@ -323,6 +353,34 @@ TEST_P(GpuEngineTest, FailedLaunchIsTheOpsErrorAndTravels) {
   engine_->PushSync([&](RunContext) { value = 1; }, {}, {a});  // still usable
   engine_->WaitForVar(a);
   EXPECT_EQ(value, 1);
+}
+
+// Two failed launches: the one WaitForVar reports does not hide the other
+// from WaitForAll, and neither is reported twice.
+TEST_P(GpuEngineTest, EveryFailedLaunchIsReportedOnce) {
+  VarHandle a = engine_->NewVariable();
+  VarHandle b = engine_->NewVariable();
+  for (const auto& [var, name] : {std::pair{a, "bad-a"}, std::pair{b, "bad-b"}}) {
+    engine_->PushAsync(
+        [](RunContext ctx, const OnStart& start, const OnComplete& done) {
+          start();
+          LaunchInvalid(static_cast<cudaStream_t>(ctx.stream));
+          done();
+        },
+        {}, {var}, {.ctx = Context::GPU(0), .name = name});
+  }
+  auto expect_failure = [](auto call, const std::string& op) {
+    try {
+      call();
+      ADD_FAILURE() << "no exception for op '" << op << "'";
+    } catch (const CudaError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("kernel launch of op '" + op + "'"));
+    }
+  };
+  expect_failure([&] { engine_->WaitForVar(a); }, "bad-a");
+  expect_failure([&] { engine_->WaitForAll(); }, "bad-b");
+  EXPECT_NO_THROW(engine_->WaitForAll());
+  EXPECT_NO_THROW(engine_->WaitForVar(b));
 }
 
 TEST_P(GpuEngineTest, GpuThatDoesNotExistIsUnavailable) {
