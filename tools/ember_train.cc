@@ -411,14 +411,26 @@ int PrintPlan(const Command& c) {
   return 0;
 }
 
+// One batch as the loader makes it and a step holds it: labels, dense
+// features, and per table its offsets and indices (the synthetic data's
+// mean pooling; a Criteo example has one index a table).
+double BatchBytes(const Command& c) {
+  const ModelConfig& m = c.train.model;
+  const double pooling = c.data.train.kind == DataChoice::Kind::kSynthetic ? c.data.pooling : 1.0;
+  const double example = 4.0 * static_cast<double>(1 + m.num_dense) +
+                         8.0 * (1.0 + pooling) * static_cast<double>(m.num_tables());
+  return example * static_cast<double>(c.data.batch_size);
+}
+
 // The memory a run cannot do without, checked before any work so that a
 // typo in a shape or a budget fails at once (exit 2) rather than at an
 // allocation minutes in. Host-reachable memory holds the tables' rows and
-// optimizer state; the device the dense parameters with their gradients
-// and optimizer state, one batch's activations and their gradients, and
-// the cache's slots (on the CPU the device is the host). A lower bound:
-// the run needs more (the loader's batches, the pipeline's depth, the
-// pools' slack).
+// optimizer state, and the loader's batches (its depth and one in the
+// making); the device the dense parameters with their gradients and
+// optimizer state, the pipeline's batches in flight, one batch's
+// activations and their gradients, and the cache's slots (on the CPU the
+// device is the host). A lower bound: the run needs more (the loader's
+// other threads, the kernels' scratch, the pools' slack).
 void CheckMemoryFits(const Command& c) {
   const TrainOptions& t = c.train;
   const ModelConfig& m = t.model;
@@ -444,31 +456,38 @@ void CheckMemoryFits(const Command& c) {
     for (int64_t w : sizes) widths += static_cast<double>(w);
   }
   const double activations = 2 * 4 * widths * static_cast<double>(c.data.batch_size);
+  const double batch = BatchBytes(c);
+  const double loader = batch * (t.loader_depth + 1);
+  const double in_flight = batch * t.pipeline_depth;
+  const double device = dense + in_flight + activations + cached;
   const auto gib = [](double bytes) { return bytes / 1073741824.0; };
   const auto parts = fmt::format(
-      "dense parameters, gradients and optimizer state {:.1f} GiB; a batch's activations and "
-      "gradients {:.1f} GiB; the cache {:.1f} GiB",
-      gib(dense), gib(activations), gib(cached));
+      "dense parameters, gradients and optimizer state {:.1f} GiB; {} batches in flight {:.1f} "
+      "GiB; a batch's activations and gradients {:.1f} GiB; the cache {:.1f} GiB",
+      gib(dense), t.pipeline_depth, gib(in_flight), gib(activations), gib(cached));
   const auto host = static_cast<double>(PhysicalMemoryBytes());
+  const auto host_parts = fmt::format(
+      "the tables' rows and optimizer state {:.1f} GiB; the loader's {} batches {:.1f} GiB",
+      gib(home), t.loader_depth + 1, gib(loader));
   if (!t.placement.ctx.is_gpu()) {
-    if (home + dense + activations + cached <= host) return;
+    if (home + loader + device <= host) return;
     Bad(
-        fmt::format("the run needs at least {:.1f} GiB of host memory (the tables' rows and "
-                    "optimizer state {:.1f} GiB; {}); this machine has {:.1f} GiB",
-                    gib(home + dense + activations + cached), gib(home), parts, gib(host)));
+        fmt::format("the run needs at least {:.1f} GiB of host memory ({}; {}); this machine has "
+                    "{:.1f} GiB",
+                    gib(home + loader + device), host_parts, parts, gib(host)));
   }
-  if (home > host) {
+  if (home + loader > host) {
     Bad(
-        fmt::format("the tables need {:.1f} GiB of host-reachable memory (rows and optimizer "
-                    "state); this machine has {:.1f} GiB",
-                    gib(home), gib(host)));
+        fmt::format("the run needs at least {:.1f} GiB of host-reachable memory ({}); this "
+                    "machine has {:.1f} GiB",
+                    gib(home + loader), host_parts, gib(host)));
   }
   const auto free = static_cast<double>(ember::storage::DeviceFreeBytes(t.placement.ctx.device_id));
-  if (dense + activations + cached <= free) return;
+  if (device <= free) return;
   Bad(
       fmt::format("the run needs at least {:.1f} GiB of GPU memory ({}); GPU {} has {:.1f} GiB "
                   "free",
-                  gib(dense + activations + cached), parts, t.placement.ctx.device_id, gib(free)));
+                  gib(device), parts, t.placement.ctx.device_id, gib(free)));
 }
 
 // Flags -> options, every value checked (docs/train.md, "Bad input").
@@ -593,7 +612,8 @@ Command FromFlags() {
   d.eval_examples = absl::GetFlag(FLAGS_eval_examples);
   CheckRange("eval_examples", static_cast<double>(d.eval_examples), 0, 1ll << 40);
   d.pooling = absl::GetFlag(FLAGS_pooling);
-  CheckRange("pooling", d.pooling, 1, 65536);
+  // A bag holds up to twice the mean, and the TBE takes at most 65536.
+  CheckRange("pooling", d.pooling, 1, 32768);
 
   // The outputs.
   c.trace = absl::GetFlag(FLAGS_trace);

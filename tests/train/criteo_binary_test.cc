@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -189,6 +190,28 @@ TEST_F(CriteoBinaryTest, ACorruptRecordFailsTheBatchThatReachesIt) {
   CriteoBinarySource source2(Options({path2}));
   ExpectThrowWith<InvalidArgument>([&] { (void)source2.Next(memory_); },
                                    {"label.bin: record 0: label 0.5 is not 0 or 1"});
+}
+
+// A dense value that log(1 + x) of a count cannot give: a NaN (which the
+// bottom MLP's ReLU would pass on as 0 while its weights became NaN),
+// an infinity or a negative value.
+TEST_F(CriteoBinaryTest, ADenseValueThatIsNoTransformedCountIsCorrupt) {
+  const std::string good = ReadFile(Convert("day", GoodLines(0, 5)));
+  const struct {
+    float value;
+    const char* shown;
+  } cases[] = {{std::numeric_limits<float>::quiet_NaN(), "nan"},
+               {std::numeric_limits<float>::infinity(), "inf"},
+               {-0.5f, "-0.5"}};
+  for (const auto& c : cases) {
+    std::string bytes = good;
+    // Record 1, dense feature 6.
+    std::memcpy(bytes.data() + 320 + 160 + 4 + 6 * 4, &c.value, 4);
+    CriteoBinarySource source(Options({testing::WriteTempFile("dense.bin", bytes)}));
+    ExpectThrowWith<InvalidArgument>([&] { (void)source.Next(memory_); },
+                                     {"dense.bin: record 1: dense feature 6: ", c.shown,
+                                      "is not a transformed count", "corrupt"});
+  }
 }
 
 TEST_F(CriteoBinaryTest, AFailedConversionLeavesNoOutput) {

@@ -65,6 +65,17 @@ TEST(MetricsTest, TheWarmUpIsLeftOutOfTheTimesNotOfTheLosses) {
   EXPECT_DOUBLE_EQ(last.examples_per_second, 10 / 0.125);
 }
 
+// A window without a prefetch (the steps after the data's last one) has
+// no hit rate: it must not read as 100%.
+TEST(ProgressTest, AWindowWithoutPrefetchesShowsNoHitRate) {
+  Progress p;
+  p.step = 5;
+  p.total_steps = 20;
+  EXPECT_THAT(FormatProgress(p), ::testing::HasSubstr("cache hit - (no prefetch)"));
+  p.cache_hit_rate = 0.25;
+  EXPECT_THAT(FormatProgress(p), ::testing::HasSubstr("cache hit 25.0%"));
+}
+
 TEST(JsonTest, RoundTrips) {
   Json j = Json::MakeObject()
                .Set("name", "a \"quoted\"\nline")

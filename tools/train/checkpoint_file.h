@@ -5,9 +5,12 @@
 //
 // Format (integers little-endian, as the host writes them):
 //   "EMBRCKPT"  u32 version (1)  u64 header bytes  header text
+//   u64 section count
 //   sections, each:  u32 name bytes  name  u8 dtype  u32 rank
 //                    i64 shape[rank]  u64 data bytes  data
-//   "EMBR-END"  u64 checksum of every byte before it
+//   "EMBR-END"  u64 checksum of every byte before it (checkpoint_file.cc,
+//               Checksum: a multiply-rotate mix of little-endian u64s)
+// dtype is storage::DType's value (0 f32, 1 f16, 2 bf16, 3 i32, 4 i64).
 // The header text is one "key value..." line per field (readable with
 // `head -c 1000`); docs/train.md lists the keys and the sections a model
 // writes.

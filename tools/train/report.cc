@@ -73,8 +73,10 @@ void ResetMemoryPeaks(engine::Context ctx) {
 
 std::string FormatProgress(const Progress& p) {
   const std::string of = p.total_steps > 0 ? fmt::format("/{}", p.total_steps) : "";
-  return fmt::format("step {}{}  loss {:.4f}  {} ex/s  cache hit {:.1f}%", p.step, of, p.loss,
-                     Count(p.examples_per_second), 100.0 * p.cache_hit_rate);
+  const std::string hit =
+      p.cache_hit_rate ? fmt::format("{:.1f}%", 100.0 * *p.cache_hit_rate) : "- (no prefetch)";
+  return fmt::format("step {}{}  loss {:.4f}  {} ex/s  cache hit {}", p.step, of, p.loss,
+                     Count(p.examples_per_second), hit);
 }
 
 std::string FormatEval(const EvalResult& r) {

@@ -259,7 +259,7 @@ class Trainer::Loop {
     cache::CacheCounts window = total;
     window.unique -= reported_counts_.unique;
     window.unique_misses -= reported_counts_.unique_misses;
-    p.cache_hit_rate = window.hit_rate();
+    if (window.unique > 0) p.cache_hit_rate = window.hit_rate();
     reported_counts_ = total;
     reported_ = steps;
     if (hooks_.on_progress) hooks_.on_progress(p);

@@ -103,7 +103,8 @@ struct Progress {
   int64_t total_steps = 0;  // TrainOptions::steps, or 0
   double loss = 0.0;        // mean over the steps since the last report
   double examples_per_second = 0.0;
-  double cache_hit_rate = 1.0;  // of the prefetches since the last report
+  // Of the prefetches since the last report; unset where there were none.
+  std::optional<double> cache_hit_rate;
 };
 
 struct EvalResult {

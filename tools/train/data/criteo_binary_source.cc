@@ -46,6 +46,24 @@ namespace {
   throw InvalidArgument(absl::StrCat("[CriteoBinarySource] ", what));
 }
 
+// "FILE: record R: ...: corrupt", for record `record` of `path`.
+std::string Describe(const std::string& path, int64_t record, const RecordFault& fault,
+                     const DataSpec& spec) {
+  const std::string at = absl::StrCat(path, ": record ", record, ": ");
+  switch (fault.field) {
+    case RecordFault::Field::kLabel:
+      return absl::StrCat(at, "label ", fault.value, " is not 0 or 1: corrupt");
+    case RecordFault::Field::kDense:
+      return absl::StrCat(at, "dense feature ", fault.index, ": ", fault.value,
+                          " is not a transformed count (log(1 + x), finite and not negative): "
+                          "corrupt");
+    case RecordFault::Field::kRow:
+      break;
+  }
+  return absl::StrCat(at, "table ", fault.index, ": row ", fault.row, " is not below the table's ",
+                      spec.rows[fault.index], " rows: corrupt");
+}
+
 }  // namespace
 
 CriteoBinarySource::CriteoBinarySource(const CriteoBinaryOptions& options)
@@ -105,16 +123,7 @@ std::optional<HostBatch> CriteoBinarySource::Next(const BatchMemory& memory) {
       continue;
     }
     const auto fault = CopyRecords(builder, done, file.record(first), n, spec_);
-    if (fault) {
-      const int64_t record = first + fault->record;
-      if (fault->table < 0) {
-        Fail(absl::StrCat(file.path, ": record ", record, ": label ", fault->label,
-                          " is not 0 or 1: corrupt"));
-      }
-      Fail(absl::StrCat(file.path, ": record ", record, ": table ", fault->table, ": row ",
-                        fault->value, " is not below the table's ", spec_.rows[fault->table],
-                        " rows: corrupt"));
-    }
+    if (fault) Fail(Describe(file.path, first + fault->record, *fault, spec_));
     done += n;
     ++f;
   }

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 namespace ember::train {
@@ -28,16 +29,26 @@ std::optional<RecordFault> CopyRecords(BatchBuilder& builder, int64_t first,
     const std::byte* record = records + r * stride;
     float label;
     std::memcpy(&label, record, sizeof(label));
-    if (label != 0.0f && label != 1.0f)
-      return RecordFault{.record = r, .table = -1, .label = label};
+    if (label != 0.0f && label != 1.0f) {
+      return RecordFault{.record = r, .field = RecordFault::Field::kLabel, .value = label};
+    }
     labels[r] = label;
-    std::memcpy(dense + r * num_dense, record + 4, sizeof(float) * num_dense);
+    float* row_dense = dense + r * num_dense;
+    std::memcpy(row_dense, record + 4, sizeof(float) * num_dense);
+    for (int j = 0; j < num_dense; ++j) {
+      // One comparison each: false for NaN, negatives and infinity.
+      if (!(row_dense[j] >= 0.0f && row_dense[j] <= std::numeric_limits<float>::max())) {
+        return RecordFault{
+            .record = r, .field = RecordFault::Field::kDense, .index = j, .value = row_dense[j]};
+      }
+    }
     const std::byte* sparse = record + 4 + 4 * int64_t{num_dense};
     for (int t = 0; t < num_tables; ++t) {
       uint32_t value;
       std::memcpy(&value, sparse + 4 * t, sizeof(value));
       if (value >= static_cast<uint64_t>(spec.rows[t])) {
-        return RecordFault{.record = r, .table = t, .value = value};
+        return RecordFault{
+            .record = r, .field = RecordFault::Field::kRow, .index = t, .row = value};
       }
       // Table-major: bag b of table t is index t * B + b.
       indices[t * batch + r] = value;

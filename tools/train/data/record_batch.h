@@ -26,13 +26,17 @@ namespace ember::train {
 // indices. Throws like BatchBuilder::AllocateIndices.
 void StartRecordBatch(BatchBuilder& builder);
 
-// A record that cannot be right: its label is not 0 or 1 (table -1), or
-// its row `value` of table `table` is not below spec.rows[table].
+// A record that cannot be right: its label is not 0 or 1, a dense value
+// is not a transformed count (log(1 + x) of x >= 0: finite and not
+// negative; a NaN would pass through the bottom MLP's ReLU as 0 and train
+// its weights into NaN unseen), or a row is not below its table's rows.
 struct RecordFault {
+  enum class Field { kLabel, kDense, kRow };
   int64_t record = 0;  // index among the records given
-  int table = -1;
-  float label = 0.0f;
-  uint32_t value = 0;
+  Field field = Field::kLabel;
+  int index = 0;       // kDense: the feature; kRow: the table
+  float value = 0.0f;  // kLabel, kDense
+  uint32_t row = 0;    // kRow
 };
 
 // Copies `count` packed records into examples [first, first + count) of a
