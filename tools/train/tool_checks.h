@@ -3,7 +3,7 @@
 // Checks the tools run on their input before any work starts, so that a
 // bad path or setting is reported at once, with what is wrong, instead of
 // after a long run (or never): every message starts with the flag or the
-// variable it is about. Shared by ember-train and ember-stress.
+// variable it is about. Shared by ember-train, ember-stress and the benchmarks.
 //
 // Thread safety: functions; they touch the file system.
 

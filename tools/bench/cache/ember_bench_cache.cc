@@ -41,6 +41,7 @@
 #include "tools/bench/common/json_writer.h"
 #include "tools/bench/common/machine_notes.h"
 #include "tools/bench/common/table_printer.h"
+#include "tools/train/tool_checks.h"
 
 ABSL_FLAG(std::string, device, "gpu",
           "gpu: every case on GPU 0 (without one, the hit-rate case on the CPU cache); cpu: the "
@@ -387,6 +388,9 @@ int main(int argc, char** argv) {
       "Exit status: 0 ran, 1 a check failed, 2 error, 77 nothing measured.");
   absl::ParseCommandLine(argc, argv);
   try {
+    // Bad input fails here, at once, not after the cases ran.
+    ember::tools::CheckEnvironment();
+    ember::tools::CheckWritableFile("--json", absl::GetFlag(FLAGS_json));
     return ember::bench::Main(ember::bench::OptionsFromFlags(), absl::GetFlag(FLAGS_json));
   } catch (const std::exception& e) {
     absl::FPrintF(stderr, "ember-bench-cache: %s\n", e.what());

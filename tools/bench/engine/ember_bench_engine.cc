@@ -43,6 +43,7 @@
 #include "tools/bench/engine/cold_run.h"
 #include "tools/bench/engine/cpu_cases.h"
 #include "tools/bench/engine/gpu_cases.h"
+#include "tools/train/tool_checks.h"
 
 ABSL_FLAG(std::vector<std::string>, cases, std::vector<std::string>({"cpu", "cold", "gpu"}),
           "case sets to run: cpu (every engine and the peers, warm), cold (the random DAG in a "
@@ -264,6 +265,12 @@ int main(int argc, char** argv) {
       "Exit status: 0 ran, 1 a result differed from its serial run, 2 error.");
   absl::ParseCommandLine(argc, argv);
   try {
+    // Bad input fails here, at once, not after the cases ran (the GPU cases'
+    // engines write into --gpu_profile_dir only when they go; the check
+    // also makes the directory, which nothing else does).
+    ember::tools::CheckEnvironment();
+    ember::tools::CheckWritableFile("--json", absl::GetFlag(FLAGS_json));
+    ember::tools::CheckWritableDir("--gpu_profile_dir", absl::GetFlag(FLAGS_gpu_profile_dir));
     return ember::bench::Main(ember::bench::OptionsFromFlags());
   } catch (const std::exception& e) {
     absl::FPrintF(stderr, "ember-bench-engine: %s\n", e.what());

@@ -34,6 +34,7 @@
 #include "tools/bench/common/machine_notes.h"
 #include "tools/bench/common/table_printer.h"
 #include "tools/bench/ops/ops_cases.h"
+#include "tools/train/tool_checks.h"
 
 ABSL_FLAG(std::vector<std::string>, shapes,
           std::vector<std::string>({"8x20x16384", "8x20x65536", "8x80x16384", "8x80x65536",
@@ -241,6 +242,11 @@ int main(int argc, char** argv) {
       "or no CUDA build).");
   absl::ParseCommandLine(argc, argv);
   try {
+    // Bad input fails here, at once, not after the cases ran (an unwritable
+    // --tmp_dir would only leave the PyTorch column empty).
+    ember::tools::CheckEnvironment();
+    ember::tools::CheckWritableFile("--json", absl::GetFlag(FLAGS_json));
+    ember::tools::CheckWritableDir("--tmp_dir", absl::GetFlag(FLAGS_tmp_dir));
     return ember::bench::Main(ember::bench::OptionsFromFlags(), absl::GetFlag(FLAGS_json));
   } catch (const std::exception& e) {
     absl::FPrintF(stderr, "ember-bench-ops: %s\n", e.what());

@@ -33,6 +33,7 @@
 #include "tools/bench/common/machine_notes.h"
 #include "tools/bench/common/table_printer.h"
 #include "tools/bench/storage/storage_cases.h"
+#include "tools/train/tool_checks.h"
 
 ABSL_FLAG(std::vector<std::string>, allocators,
           std::vector<std::string>({"round", "cuda_async", "malloc_async", "malloc"}),
@@ -210,6 +211,10 @@ int main(int argc, char** argv) {
       "Exit status: 0 ran, 2 error, 77 nothing measured (no CUDA device or no CUDA build).");
   absl::ParseCommandLine(argc, argv);
   try {
+    // Bad input fails here, at once, not after the cases ran.
+    ember::tools::CheckEnvironment();
+    ember::tools::CheckWritableFile("--json", absl::GetFlag(FLAGS_json));
+    ember::tools::CheckWritableFile("--profile", absl::GetFlag(FLAGS_profile));
     return ember::bench::Main(ember::bench::OptionsFromFlags(), absl::GetFlag(FLAGS_json));
   } catch (const std::exception& e) {
     absl::FPrintF(stderr, "ember-bench-storage: %s\n", e.what());
