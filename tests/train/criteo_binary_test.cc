@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -54,7 +55,7 @@ class CriteoBinaryTest : public ::testing::Test {
   // Converts `text` (as file `name`.tsv) into `name`.bin; returns its path.
   static std::string Convert(const std::string& name, const std::string& text) {
     const std::string tsv = testing::WriteTempFile(name + ".tsv", text);
-    const std::string bin = testing::TempPath(name + ".bin");
+    std::string bin = testing::TempPath(name + ".bin");
     (void)ConvertCriteoText({tsv}, bin, ConvertOptions{.rows = Rows()});
     return bin;
   }
@@ -173,7 +174,8 @@ TEST_F(CriteoBinaryTest, ACorruptRecordFailsTheBatchThatReachesIt) {
   std::string bytes = ReadFile(Convert("day", GoodLines(0, 5)));
   // Record 4, table 2: a row past the table's 1074 rows.
   const uint32_t bad_row = 5000;
-  std::memcpy(bytes.data() + 320 + 4 * 160 + 4 + 13 * 4 + 2 * 4, &bad_row, 4);
+  constexpr std::ptrdiff_t kAt = 320 + 4 * 160 + 4 + 13 * 4 + 2 * 4;
+  std::memcpy(bytes.data() + kAt, &bad_row, 4);
   const std::string path = testing::WriteTempFile("corrupt.bin", bytes);
   CriteoBinarySource source(Options({path}));
   ASSERT_TRUE(source.Next(memory_).has_value());  // records 0-2
@@ -206,7 +208,8 @@ TEST_F(CriteoBinaryTest, ADenseValueThatIsNoTransformedCountIsCorrupt) {
   for (const auto& c : cases) {
     std::string bytes = good;
     // Record 1, dense feature 6.
-    std::memcpy(bytes.data() + 320 + 160 + 4 + 6 * 4, &c.value, 4);
+    constexpr std::ptrdiff_t kAt = 320 + 160 + 4 + 6 * 4;
+    std::memcpy(bytes.data() + kAt, &c.value, 4);
     CriteoBinarySource source(Options({testing::WriteTempFile("dense.bin", bytes)}));
     ExpectThrowWith<InvalidArgument>([&] { (void)source.Next(memory_); },
                                      {"dense.bin: record 1: dense feature 6: ", c.shown,

@@ -45,7 +45,7 @@ std::optional<RecordFault> CopyRecords(BatchBuilder& builder, int64_t first,
     const std::byte* sparse = record + 4 + 4 * int64_t{num_dense};
     for (int t = 0; t < num_tables; ++t) {
       uint32_t value;
-      std::memcpy(&value, sparse + 4 * t, sizeof(value));
+      std::memcpy(&value, sparse + 4 * int64_t{t}, sizeof(value));
       if (value >= static_cast<uint64_t>(spec.rows[t])) {
         return RecordFault{
             .record = r, .field = RecordFault::Field::kRow, .index = t, .row = value};
