@@ -77,9 +77,24 @@ void WriteRaw(const std::string& path, const std::vector<T>& values) {
 }
 
 struct PeerResult {
-  std::string status;  // the peer's info line, or why it did not run
-  std::optional<Json> dlrm;
+  std::string status;          // the peer's info line, or why it did not run
+  std::optional<Json> dlrm;    // the fastest of its variants ("variant" names it)
+  std::vector<Json> variants;  // each variant's figures, or why it did not run
 };
+
+// A line of the table for one of the peer's variants (dlrm_torch_peer.py):
+// its figures, or why it did not run, and the optimizers it used.
+std::string PeerVariantLine(const Json& v, const Json& fastest) {
+  const std::string name = "  " + v["variant"].string();
+  std::string what =
+      fmt::format("table {}, MLPs {}", v["table_optimizer"].string(), v["mlp_optimizer"].string());
+  if (!v["note"].string().empty()) what += " (" + v["note"].string() + ")";
+  if (!v["error"].is_null()) return fmt::format("{:<22} {}: {}\n", name, what, v["error"].string());
+  if (v["variant"].string() == fastest["variant"].string()) what += " <- fastest";
+  return fmt::format("{:<22} {:>10.3f} {:>10.3f} {:>12.0f} {:>11} {:>10.4g}  {}\n", name,
+                     v["p50_ms"].number(), v["p90_ms"].number(), v["examples_per_second"].number(),
+                     "-", v["final_loss"].number(), what);
+}
 
 // What sets the peer's pace: its step's GPU work alone, when steps can be
 // queued ahead of the GPU, or else the host too (a step that waits for the
@@ -123,8 +138,12 @@ PeerResult RunPeer(const std::string& python, const std::string& spec_path, bool
       continue;  // not one of its lines
     }
     if (!j["info"].string().empty()) r.status = j["info"].string();
-    if (!j["error"].string().empty()) r.status = "unavailable: " + j["error"].string();
+    // An error of its own (no torch, no GPU, a bad spec); a case's is the table's.
+    if (j["case"].is_null() && !j["error"].string().empty()) {
+      r.status = "unavailable: " + j["error"].string();
+    }
     if (j["case"].string() == "dlrm") r.dlrm = j;
+    if (j["case"].string() == "dlrm_variant") r.variants.push_back(j);
   }
   const int status = ::pclose(pipe);
   if (r.status.empty()) r.status = fmt::format("exited with status {} and no output", status);
@@ -250,14 +269,27 @@ int Run() {
     table += fmt::format("{:<22} {:>10.3f} {:>10.3f} {:>12.0f} {:>11} {:>10.4g}\n", "pytorch",
                          d["p50_ms"].number(), d["p90_ms"].number(),
                          d["examples_per_second"].number(), "-", d["final_loss"].number());
+    // Each variant the peer timed, under its row (which is the fastest).
+    Json variants = Json::MakeArray();
+    for (const Json& v : peer.variants) {
+      table += PeerVariantLine(v, d);
+      variants.Push(v);
+    }
+    if (!d["variant"].string().empty()) {
+      table += fmt::format("pytorch: the fastest of its variants, {} (table {}, MLPs {})\n",
+                           d["variant"].string(), d["table_optimizer"].string(),
+                           d["mlp_optimizer"].string());
+    }
     results.Push(Json::MakeObject()
                      .Set("run", "pytorch")
+                     .Set("variant", d["variant"])
                      .Set("p50_ms", d["p50_ms"].number())
                      .Set("p90_ms", d["p90_ms"].number())
                      .Set("examples_per_second", d["examples_per_second"].number())
                      .Set("final_loss", d["final_loss"].number())
                      .Set("host_p50_ms", d["host_p50_ms"])
-                     .Set("gpu_only_p50_ms", d["gpu_only_p50_ms"]));
+                     .Set("gpu_only_p50_ms", d["gpu_only_p50_ms"])
+                     .Set("variants", std::move(variants)));
     table += PeerPace(d);
     // The ratio the target is about: Ember's examples/s over the peer's.
     const double peer_rate = d["examples_per_second"].number();
@@ -268,6 +300,7 @@ int Run() {
     }
   } else if (peer.dlrm) {
     table += fmt::format("pytorch: {}\n", (*peer.dlrm)["error"].string());
+    for (const Json& v : peer.variants) table += PeerVariantLine(v, *peer.dlrm);
   }
   std::printf("%s(pytorch: %s)\n", table.c_str(), peer.status.c_str());
   if (const std::string path = absl::GetFlag(FLAGS_json); !path.empty()) {
