@@ -188,6 +188,25 @@ TEST(CheckpointTest, ResumeWithoutACheckpointIsRefused) {
   }
 }
 
+TEST(CheckpointTest, ResumeAskingForFewerStepsThanTheCheckpointHoldsIsRefused) {
+  TempDir dir;
+  const ModelConfig model = TinyModel();
+  TrainOptions first = TinyOptions(model, Schedule::kBaseline, 6);
+  first.checkpoint_dir = dir.str();
+  (void)Train(first);
+  TrainOptions second = TinyOptions(model, Schedule::kBaseline, 4);
+  second.checkpoint_dir = dir.str();
+  second.resume = true;
+  try {
+    (void)Train(second);
+    ADD_FAILURE() << "resumed past the steps asked for";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("is at step 6, past the 4 steps asked for"));
+  }
+  second.steps = 6;  // the run is done: nothing left to train, no error
+  EXPECT_EQ(Train(second).result.steps, 0);
+}
+
 // A file with one section of `n` floats, all equal to `step`.
 void WriteNumbered(const std::string& path, int64_t step, std::vector<float>& scratch) {
   std::fill(scratch.begin(), scratch.end(), static_cast<float>(step));

@@ -80,6 +80,14 @@ class Trainer::Loop {
     if (t_.train_ == nullptr) throw UsageError("[Trainer::Run] called twice");
     if (o_.resume) {
       const CheckpointPoint point = LoadCheckpoint(model_, o_.checkpoint_dir);
+      // steps counts from the start: a total below the checkpoint's would
+      // train nothing and report success.
+      if (o_.steps > 0 && o_.steps < point.step) {
+        throw InvalidArgument(fmt::format(
+            "[Trainer] the checkpoint in '{}' is at step {}, past the {} steps asked for (steps "
+            "count from the start of training, not from the checkpoint)",
+            o_.checkpoint_dir, point.step, o_.steps));
+      }
       step_ = point.step;
       position_ = point.position;
       t_.train_->Seek(position_);
