@@ -82,6 +82,14 @@ struct PeerResult {
   std::vector<Json> variants;  // each variant's figures, or why it did not run
 };
 
+// A peer's row of the table: its figures under the columns Ember's rows
+// use (no hit rate), without the line's end.
+std::string PeerRow(const std::string& name, const Json& figures) {
+  return fmt::format("{:<22} {:>10.3f} {:>10.3f} {:>12.0f} {:>11} {:>10.4g}", name,
+                     figures["p50_ms"].number(), figures["p90_ms"].number(),
+                     figures["examples_per_second"].number(), "-", figures["final_loss"].number());
+}
+
 // A line of the table for one of the peer's variants (dlrm_torch_peer.py):
 // its figures, or why it did not run, and the optimizers it used.
 std::string PeerVariantLine(const Json& v, const Json& fastest) {
@@ -91,9 +99,7 @@ std::string PeerVariantLine(const Json& v, const Json& fastest) {
   if (!v["note"].string().empty()) what += " (" + v["note"].string() + ")";
   if (!v["error"].is_null()) return fmt::format("{:<22} {}: {}\n", name, what, v["error"].string());
   if (v["variant"].string() == fastest["variant"].string()) what += " <- fastest";
-  return fmt::format("{:<22} {:>10.3f} {:>10.3f} {:>12.0f} {:>11} {:>10.4g}  {}\n", name,
-                     v["p50_ms"].number(), v["p90_ms"].number(), v["examples_per_second"].number(),
-                     "-", v["final_loss"].number(), what);
+  return PeerRow(name, v) + "  " + what + "\n";
 }
 
 // What sets the peer's pace: its step's GPU work alone, when steps can be
@@ -266,9 +272,7 @@ int Run() {
   const PeerResult peer = RunPeer(absl::GetFlag(FLAGS_python), spec_path, cpu);
   if (peer.dlrm && !(*peer.dlrm)["p50_ms"].is_null() && (*peer.dlrm)["error"].is_null()) {
     const Json& d = *peer.dlrm;
-    table += fmt::format("{:<22} {:>10.3f} {:>10.3f} {:>12.0f} {:>11} {:>10.4g}\n", "pytorch",
-                         d["p50_ms"].number(), d["p90_ms"].number(),
-                         d["examples_per_second"].number(), "-", d["final_loss"].number());
+    table += PeerRow("pytorch", d) + "\n";
     // Each variant the peer timed, under its row (which is the fastest).
     Json variants = Json::MakeArray();
     for (const Json& v : peer.variants) {
